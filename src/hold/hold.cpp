@@ -1,0 +1,137 @@
+#include "hold/hold.hpp"
+
+#include <atomic>
+#include <charconv>
+
+#include "loop/log.hpp"
+
+namespace m0::hold {
+
+uint64_t read_cursor(const http::Request& req) {
+    auto v = req.headers.get("Last-Event-ID");
+    if (!v) return 0;
+    uint64_t n = 0;
+    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc() || p != v->data() + v->size()) return 0;
+    return n;
+}
+
+static std::vector<std::string> split_channels(std::string_view list) {
+    std::vector<std::string> out;
+    while (true) {
+        size_t comma = list.find(',');
+        std::string_view item = list.substr(0, comma);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        out.emplace_back(item);
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+    }
+    return out;
+}
+
+HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, bool realtime) {
+    HoldDecision d;
+    auto mode = resp.headers.get("M0-Hold");
+    if (!mode) return d;
+    std::string mode_s(*mode);
+    auto channel_header = resp.headers.get_joined("M0-Channel");
+    resp.headers.remove("M0-Hold");
+    resp.headers.remove("M0-Channel");
+    if (http::iequals(mode_s, "websocket")) {
+        // Nothing here performs a 101: a websocket hold is served as a stream hold.
+        d.websocket = true;
+    } else if (!http::iequals(mode_s, "stream")) {
+        d.kind = HoldKind::bad;
+        d.error = "unknown M0-Hold value '" + mode_s + "'";
+        return d;
+    }
+    if (!channel_header) {
+        d.kind = HoldKind::bad;
+        d.error = "M0-Hold without M0-Channel";
+        return d;
+    }
+    d.channels = split_channels(*channel_header);
+    for (const auto& c : d.channels) {
+        auto e = bus::check_channel(c);
+        if (e != bus::NameError::ok) {
+            d.kind = HoldKind::bad;
+            d.error = std::string("M0-Channel refused: ") + bus::reason(e);
+            return d;
+        }
+    }
+    d.kind = HoldKind::stream;
+    if (!realtime) return d;
+    // The head of the stream: close-delimited, so no Content-Length and no
+    // Transfer-Encoding; nothing may frame the events but SSE itself.
+    resp.status = 200;
+    resp.headers.remove("Content-Length");
+    resp.headers.remove("Transfer-Encoding");
+    resp.headers.remove("Connection");
+    resp.headers.set("Content-Type", "text/event-stream");
+    resp.headers.set("Cache-Control", "no-cache");
+    resp.headers.set("x-worker", std::string(worker));
+    resp.stream = nullptr;
+    return d;
+}
+
+bool send_hold_frame(bus::BusChannel* bus, SlotRef slot, uint64_t cursor,
+                     std::vector<std::string> channels, std::string worker) {
+    if (!bus) return false;
+    return bus->send(
+        bus::HoldFrame{bus::reserved_stream_url(slot), cursor, std::move(channels), std::move(worker)});
+}
+
+void post_response(const Handoff& h, SlotRef slot, http::Response resp) {
+    h.at(Point::before_post, slot);
+    Completion c;
+    c.kind = Completion::Kind::response;
+    c.slot = slot;
+    c.response = std::move(resp);
+    h.ring->push(std::move(c));
+    h.at(Point::after_post, slot);
+}
+
+void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response head,
+                 HoldDecision d) {
+    if (d.websocket) M0_LOG(info, "M0-Hold: websocket served as a stream hold (no 101 here)");
+    if (!h.bus) {
+        static std::atomic<bool> said{false};
+        if (!said.exchange(true))
+            M0_LOG(warn, "a handler asked for a hold, but --realtime is off: holds are answered "
+                         "as ordinary responses");
+        post_response(h, slot, std::move(head));
+        return;
+    }
+    if (h.metrics) {
+        int64_t open = h.metrics->holds_open.fetch_add(1) + 1;
+        if (open > h.max_holds) {
+            h.metrics->holds_open.fetch_sub(1);
+            h.metrics->holds_refused.fetch_add(1);
+            auto r = http::error_response(503, "too many holds open");
+            r.headers.add("Retry-After", "5");
+            post_response(h, slot, std::move(r));
+            return;
+        }
+    }
+    h.at(Point::before_frame, slot);
+    // The frame goes first: the loop subscribes the slot before it writes the head.
+    std::string worker(head.headers.get("x-worker").value_or(""));
+    if (!send_hold_frame(h.bus, slot, cursor, std::move(d.channels), std::move(worker))) {
+        if (h.metrics) h.metrics->holds_open.fetch_sub(1);
+        M0_LOG(warn, "hold refused for slot ", to_string(slot), ": the bus channel is full or closed");
+        auto r = http::error_response(503, "hold refused: the bus channel is full");
+        r.headers.add("Retry-After", "1");
+        post_response(h, slot, std::move(r));
+        return;
+    }
+    h.at(Point::before_post, slot);
+    Completion c;
+    c.kind = Completion::Kind::hold;
+    c.slot = slot;
+    c.response = std::move(head);
+    h.ring->push(std::move(c));
+    h.at(Point::after_post, slot);
+}
+
+}  // namespace m0::hold

@@ -1,0 +1,84 @@
+// Holds taken on a pool thread: one copy of the code for both pools.
+//
+// DESIGN (the order of operations is the mechanism)
+// 1. read_cursor(): the pool thread reads Last-Event-ID from the request
+//    before the handler runs (the handler may consume the request).
+// 2. The handler answers with `M0-Hold: stream` and `M0-Channel: a,b`.
+// 3. take_stream_hold() consumes those headers and rewrites the response into
+//    the stream's head: 200, text/event-stream, no-cache, Connection: close,
+//    x-worker, no Content-Length, no Transfer-Encoding (close-delimited).
+// 4. finish_hold() sends the h frame on the loop's bus channel BEFORE it posts
+//    the completion. The loop drains its bus channel before it finishes a
+//    streaming head, so the subscription exists before the head is written,
+//    and every event published after the hold was decided is queued after its
+//    frame. A frame the channel will not take is a 503, not a head.
+// Without --realtime there is no channel: the hold degrades to an ordinary
+// response (the head as the body, the M0-* headers removed), logged once.
+// Every function here runs on a pool thread (or a test's thread) and touches
+// the loop only through the completion ring and the bus channel.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bus/channel.hpp"
+#include "http/message.hpp"
+#include "http/metrics.hpp"
+#include "pool/completion.hpp"
+
+namespace m0::hold {
+
+// Points in a job's hand-off where a test may park the pool thread
+// (see Handoff::hook); production leaves the hook empty.
+enum class Point { handler_start, before_frame, before_post, after_post };
+
+// What a pool needs to hand its work back; shared by the pool's threads, read-only.
+struct Handoff {
+    CompletionRing* ring = nullptr;
+    bus::BusChannel* bus = nullptr;  // null without --realtime: no holds
+    Metrics* metrics = nullptr;
+    int64_t max_holds = 10000;
+    size_t stream_high_water = 256 * 1024;
+    std::function<void(Point, SlotRef)> hook;  // tests only
+
+    void at(Point p, SlotRef s) const {
+        if (hook) hook(p, s);
+    }
+};
+
+enum class HoldKind { none, stream, bad };
+
+struct HoldDecision {
+    HoldKind kind = HoldKind::none;
+    std::vector<std::string> channels;
+    std::string error;       // kind == bad: why (for the log and the 502 body)
+    bool websocket = false;  // M0-Hold: websocket, degraded to a stream hold
+};
+
+// Last-Event-ID as a cursor: ids <= cursor are muted. 0 when absent or not a
+// decimal number.
+uint64_t read_cursor(const http::Request& req);
+
+// Consumes M0-Hold/M0-Channel. HoldKind::none: no M0-Hold header, `resp`
+// unchanged. HoldKind::bad: an unknown M0-Hold value, a missing or refused
+// channel name (error says which). HoldKind::stream: with `realtime`, `resp`
+// is rewritten into the stream's head (its body kept as the first bytes of the
+// stream); without it, only the M0-* headers are removed.
+HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, bool realtime);
+
+// Queues the reserved h frame for `slot` on `bus`. False when the channel is
+// missing, full or closed.
+bool send_hold_frame(bus::BusChannel* bus, SlotRef slot, uint64_t cursor,
+                     std::vector<std::string> channels, std::string worker);
+
+// Finishes a job whose handler answered a hold (take_stream_hold already ran):
+// checks --max-holds, sends the frame, then posts the head. Posts a 503 instead
+// when over the limit or when the frame is refused; degrades without a bus.
+void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response head,
+                 HoldDecision decision);
+
+// Posts a whole response for `slot`.
+void post_response(const Handoff& h, SlotRef slot, http::Response resp);
+
+}  // namespace m0::hold

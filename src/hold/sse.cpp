@@ -1,0 +1,27 @@
+#include "hold/sse.hpp"
+
+namespace m0::sse {
+
+std::string encode_event(uint64_t id, std::string_view event, std::string_view data) {
+    std::string out;
+    out.reserve(data.size() + event.size() + 32);
+    out.append("id: ").append(std::to_string(id)).push_back('\n');
+    if (!event.empty()) out.append("event: ").append(event).push_back('\n');
+    // WHATWG SSE: lines end at CRLF, LF or CR; each becomes one data field, and
+    // the client joins them with LF. An empty payload is one empty data line.
+    size_t start = 0;
+    for (;;) {
+        size_t end = data.find_first_of("\r\n", start);
+        std::string_view line =
+            data.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+        out.append("data: ").append(line).push_back('\n');
+        if (end == std::string_view::npos) break;
+        start = end + ((data[end] == '\r' && end + 1 < data.size() && data[end + 1] == '\n') ? 2 : 1);
+    }
+    out.push_back('\n');
+    return out;
+}
+
+std::string encode_retry(uint64_t ms) { return "retry: " + std::to_string(ms) + "\n\n"; }
+
+}  // namespace m0::sse

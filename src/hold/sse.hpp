@@ -1,0 +1,20 @@
+// The Server-Sent-Events encoder (WHATWG HTML §9.2 "Server-sent events").
+// Pure functions, any thread.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace m0::sse {
+
+// "id: N\n", "event: NAME\n" when `event` is not empty, one "data: " line per
+// line of `data` (split at CRLF, LF or CR), then the blank line that
+// dispatches the event.
+std::string encode_event(uint64_t id, std::string_view event, std::string_view data);
+// A comment line: ignored by EventSource, keeps proxies and the client's
+// idle timers from closing the stream.
+inline constexpr std::string_view kHeartbeat = ":\n\n";
+// "retry: MS\n\n": the reconnection time the client should wait.
+std::string encode_retry(uint64_t ms);
+
+}  // namespace m0::sse

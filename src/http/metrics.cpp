@@ -1,0 +1,61 @@
+#include "http/metrics.hpp"
+
+#include "bus/channel.hpp"
+#include "pool/pool.hpp"
+
+namespace m0 {
+
+namespace {
+void line(std::string& out, const char* name, const char* type, const char* help, auto value) {
+    out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+    out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+    out.append(name).append(" ").append(std::to_string(value)).append("\n");
+}
+}  // namespace
+
+std::string Metrics::render(const std::vector<const Pool*>& pools,
+                            const bus::BusChannel* bus) const {
+    std::string o;
+    line(o, "m0_holds_open", "gauge", "Held connections now.", holds_open.load());
+    line(o, "m0_holds_total", "counter", "Holds whose head was written.", holds_total.load());
+    line(o, "m0_events_published_total", "counter", "Events accepted by the bus.",
+         bus ? bus->published.load() : 0);
+    line(o, "m0_events_delivered_total", "counter", "Event writes to held connections.",
+         events_delivered.load());
+    line(o, "m0_events_muted_total", "counter", "Events at or below a hold's Last-Event-ID.",
+         events_muted.load());
+    line(o, "m0_frames_refused_total", "counter", "Frames the bus channel would not take.",
+         bus ? bus->refused.load() : 0);
+    line(o, "m0_frames_dropped_total", "counter", "Hold frames for slots that had left.",
+         frames_dropped.load());
+    line(o, "m0_completions_dropped_total", "counter", "Completions for slots that had left.",
+         completions_dropped.load());
+    line(o, "m0_holds_refused_total", "counter", "Hold answers over --max-holds.",
+         holds_refused.load());
+    line(o, "m0_slow_readers_closed_total", "counter", "Holds closed over --hold-buffer-limit.",
+         slow_readers_closed.load());
+    line(o, "m0_connections_open", "gauge", "Open client connections.", connections_open.load());
+    line(o, "m0_connections_total", "counter", "Accepted client connections.",
+         connections_total.load());
+    line(o, "m0_connections_refused_total", "counter", "Connections over --max-connections.",
+         connections_refused.load());
+    line(o, "m0_requests_total", "counter", "Requests parsed.", requests_total.load());
+    o.append("# HELP m0_pool_busy_threads Pool threads running a job now.\n");
+    o.append("# TYPE m0_pool_busy_threads gauge\n");
+    for (const Pool* p : pools)
+        o.append("m0_pool_busy_threads{pool=\"" + p->name() + "\"} " +
+                 std::to_string(p->busy.load()) + "\n");
+    o.append("# HELP m0_pool_raised_total Jobs whose handler raised or was refused.\n");
+    o.append("# TYPE m0_pool_raised_total counter\n");
+    for (const Pool* p : pools)
+        o.append("m0_pool_raised_total{pool=\"" + p->name() + "\"} " +
+                 std::to_string(p->raised.load()) + "\n");
+    o.append("# HELP m0_pool_queued_jobs Jobs waiting for a pool thread.\n");
+    o.append("# TYPE m0_pool_queued_jobs gauge\n");
+    for (const Pool* p : pools)
+        o.append("m0_pool_queued_jobs{pool=\"" + p->name() + "\"} " +
+                 std::to_string(p->queued()) + "\n");
+    return o;
+}
+
+}  // namespace m0

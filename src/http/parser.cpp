@@ -1,0 +1,222 @@
+#include "http/parser.hpp"
+
+#include <charconv>
+
+namespace m0::http {
+
+namespace {
+RequestParser* self(http_parser* p) { return static_cast<RequestParser*>(p->data); }
+}  // namespace
+
+RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
+    http_parser_init(&parser_, HTTP_REQUEST);
+    parser_.data = this;
+    http_parser_settings_init(&settings_);
+    settings_.on_message_begin = on_message_begin;
+    settings_.on_url = on_url;
+    settings_.on_header_field = on_header_field;
+    settings_.on_header_value = on_header_value;
+    settings_.on_headers_complete = on_headers_complete;
+    settings_.on_body = on_body;
+    settings_.on_message_complete = on_message_complete;
+}
+
+int RequestParser::fail(int status, std::string reason) {
+    if (err_status_ == 0) {
+        err_status_ = status;
+        err_reason_ = std::move(reason);
+    }
+    return -1;
+}
+
+bool RequestParser::count_head(size_t n) {
+    head_bytes_ += n;
+    return head_bytes_ <= limits_.max_header;
+}
+
+int RequestParser::on_message_begin(http_parser* p) {
+    auto* s = self(p);
+    s->req_ = Request{};
+    s->field_.clear();
+    s->last_was_value_ = false;
+    s->head_bytes_ = 0;
+    s->body_bytes_ = 0;
+    s->in_message_ = true;
+    s->head_done_ = false;
+    return 0;
+}
+
+int RequestParser::on_url(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    if (!s->count_head(n)) return s->fail(431, "request head too large");
+    s->req_.target.append(at, n);
+    return 0;
+}
+
+int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    if (!s->count_head(n + 4)) return s->fail(431, "request head too large");
+    if (s->last_was_value_) s->field_.clear();  // a new header begins
+    s->field_.append(at, n);
+    s->last_was_value_ = false;
+    return 0;
+}
+
+int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    if (!s->count_head(n)) return s->fail(431, "request head too large");
+    if (!s->last_was_value_) s->req_.headers.add(s->field_, std::string());
+    s->req_.headers.items.back().second.append(at, n);
+    s->last_was_value_ = true;
+    return 0;
+}
+
+int RequestParser::on_headers_complete(http_parser* p) {
+    auto* s = self(p);
+    Request& r = s->req_;
+    r.method = http_method_str(static_cast<http_method>(p->method));
+    r.version_major = p->http_major;
+    r.version_minor = p->http_minor;
+    if (r.version_major != 1) return s->fail(505, "only HTTP/1.x is served");
+    if (p->method == HTTP_CONNECT) return s->fail(405, "CONNECT is not served");
+
+    // Split the target: origin-form "/path?query", "*" (OPTIONS), or absolute-form.
+    const std::string& t = r.target;
+    if (t == "*") {
+        r.path = "*";
+    } else {
+        http_parser_url u;
+        http_parser_url_init(&u);
+        if (http_parser_parse_url(t.data(), t.size(), 0, &u) != 0)
+            return s->fail(400, "bad request target");
+        if (u.field_set & (1 << UF_PATH))
+            r.path = t.substr(u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
+        else
+            r.path = "/";
+        if (u.field_set & (1 << UF_QUERY))
+            r.query = t.substr(u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
+        if (r.path.empty() || r.path[0] != '/') return s->fail(400, "bad request target");
+    }
+
+    // RFC 9112 §6.3: a message with both Transfer-Encoding and Content-Length is
+    // a smuggling shape; so are differing Content-Lengths. Refuse, do not guess.
+    size_t te = 0;
+    std::string_view cl_value;
+    bool cl_seen = false;
+    for (const auto& [k, v] : r.headers.items) {
+        if (iequals(k, "Transfer-Encoding")) {
+            ++te;
+            if (!iequals(v, "chunked")) return s->fail(400, "unsupported transfer-encoding");
+        } else if (iequals(k, "Content-Length")) {
+            if (cl_seen && v != cl_value) return s->fail(400, "differing content-length headers");
+            cl_seen = true;
+            cl_value = v;
+        }
+    }
+    if (te > 1) return s->fail(400, "repeated transfer-encoding");
+    if (te && cl_seen) return s->fail(400, "content-length with transfer-encoding");
+    if (r.version_minor >= 1 && !r.headers.has("Host")) return s->fail(400, "missing host header");
+
+    bool has_body = (p->flags & F_CHUNKED) || (cl_seen && p->content_length > 0);
+    if (cl_seen && p->content_length != ULLONG_MAX && p->content_length > s->limits_.max_body)
+        return s->fail(413, "request body too large");
+
+    r.keep_alive = http_should_keep_alive(p) != 0;
+    s->head_done_ = true;
+
+    if (auto expect = r.headers.get("Expect")) {
+        if (!iequals(*expect, "100-continue")) return s->fail(417, "unsupported expectation");
+        // RFC 9110 §10.1.1: a server that will read the body sends 100 (Continue)
+        // first; only on HTTP/1.1 and only when a body comes.
+        if (r.version_minor >= 1 && has_body) {
+            s->expect_pause_ = true;
+            http_parser_pause(p, 1);
+        }
+    }
+    return 0;
+}
+
+int RequestParser::on_body(http_parser* p, const char* at, size_t n) {
+    auto* s = self(p);
+    s->body_bytes_ += n;
+    if (s->body_bytes_ > s->limits_.max_body) return s->fail(413, "request body too large");
+    s->req_.body.append(at, n);
+    return 0;
+}
+
+int RequestParser::on_message_complete(http_parser* p) {
+    auto* s = self(p);
+    s->complete_ = true;
+    s->in_message_ = false;
+    s->head_done_ = false;
+    http_parser_pause(p, 1);  // one request at a time: the rest waits in the buffer
+    return 0;
+}
+
+RequestParser::Result RequestParser::feed(const char* data, size_t len) {
+    Result res;
+    if (err_status_) {
+        res.status = Status::error;
+        res.error_status = err_status_;
+        res.error_reason = err_reason_;
+        return res;
+    }
+    if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
+    if (len == 0) return res;
+    if (!in_message_) {
+        // Bytes before a request line: RFC 9112 §2.2 allows empty lines (skipped by
+        // the parser); a head that never ends still counts against the limit below.
+    }
+    size_t n = http_parser_execute(&parser_, &settings_, data, len);
+    res.consumed = n;
+    enum http_errno e = HTTP_PARSER_ERRNO(&parser_);
+    if (err_status_) {
+        res.status = Status::error;
+        res.error_status = err_status_;
+        res.error_reason = err_reason_;
+        return res;
+    }
+    if (complete_) {
+        res.status = Status::complete;
+        return res;
+    }
+    if (expect_pause_) {
+        expect_pause_ = false;
+        res.status = Status::expect_continue;
+        return res;
+    }
+    if (e != HPE_OK && e != HPE_PAUSED) {
+        res.status = Status::error;
+        switch (e) {
+            case HPE_INVALID_CHUNK_SIZE: res.error_reason = "bad chunk size"; break;
+            case HPE_UNEXPECTED_CONTENT_LENGTH:
+                res.error_reason = "conflicting content-length";
+                break;
+            case HPE_INVALID_CONTENT_LENGTH: res.error_reason = "bad content-length"; break;
+            case HPE_HEADER_OVERFLOW:
+                err_status_ = 431;
+                res.error_status = 431;
+                res.error_reason = "request head too large";
+                return res;
+            case HPE_INVALID_METHOD: res.error_reason = "bad method"; break;
+            case HPE_INVALID_VERSION: res.error_reason = "bad http version"; break;
+            default: res.error_reason = std::string("malformed request: ") + http_errno_name(e);
+        }
+        err_status_ = 400;
+        err_reason_ = res.error_reason;
+        res.error_status = 400;
+        return res;
+    }
+    // A head still incomplete after max_header bytes (e.g. one endless header
+    // line split across reads) is caught by the callbacks' counting.
+    return res;
+}
+
+Request RequestParser::take() {
+    complete_ = false;
+    Request out = std::move(req_);
+    req_ = Request{};
+    return out;
+}
+
+}  // namespace m0::http

@@ -1,0 +1,340 @@
+// m0serve: the command line, and the wiring of loop, pools, bus and mounts.
+//
+// Threads: the main thread parses flags, starts Python, imports the apps,
+// then becomes the loop thread. The WSGI pool (--blocking-threads) and the
+// mojo pool (--mojo-threads) reach the loop only through the completion ring
+// and, with --realtime, the bus channel.
+#include <signal.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bus/channel.hpp"
+#include "grant/grant.hpp"
+#include "http/server.hpp"
+#include "loop/log.hpp"
+#include "loop/loop.hpp"
+#include "mojo/mojo_pool.hpp"
+#include "wsgi/interpreter.hpp"
+#include "wsgi/wsgi_pool.hpp"
+
+namespace {
+
+const char* kUsage =
+    R"(usage: m0serve [options]
+
+  --listen HOST:PORT          where to serve (default 127.0.0.1:8000)
+  --mount PREFIX=SPEC         repeatable; SPEC is module.path:callable (WSGI)
+                              or a compiled-in mojo mount name (mojo)
+  --blocking-threads N        WSGI pool threads (default 4)
+  --mojo-threads N            mojo pool threads (default 2)
+  --chdir DIR                 change directory first; DIR goes on sys.path
+  --pythonpath DIR            repeatable; prepended to sys.path
+  --log-level LEVEL           debug, info, warn, error (default info)
+  --max-header-size BYTES     request head limit, 431 past it (default 16384)
+  --max-body-size BYTES       request body limit, 413 past it (default 16777216)
+  --header-timeout SECONDS    time to receive a request, 408 past it (default 10)
+  --keepalive-timeout SECONDS idle keep-alive connections are closed (default 30)
+  --write-timeout SECONDS     output that does not drain is cut (default 60)
+  --max-connections N         past it, 503 and close (default 1024)
+  --grace SECONDS             SIGTERM: time for in-flight requests (default 10)
+  --realtime                  wire the bus channel: holds and publish
+  --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
+  --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
+  --max-holds N               past it, a hold answer is 503 (default 10000)
+  --admin-listen HOST:PORT    admin listener: POST /publish, GET /metrics
+  --admin-key-file PATH       bearer key for admin POST /publish
+  --grant-key-file PATH       keys that verify grants (KID HEX per line)
+  --help, --version
+)";
+
+[[noreturn]] void die(const std::string& why) {
+    std::fprintf(stderr, "m0serve: %s\n", why.c_str());
+    std::exit(2);
+}
+
+struct MountSpec {
+    std::string prefix, spec;
+    bool wsgi = false;
+};
+
+struct Options {
+    std::string host = "127.0.0.1";
+    uint16_t port = 8000;
+    std::vector<MountSpec> mounts;
+    size_t blocking_threads = 4, mojo_threads = 2;
+    std::string chdir;
+    std::vector<std::string> pythonpath;
+    m0::log::Level level = m0::log::Level::info;
+    m0::http::ServerConfig server;
+    bool realtime = false;
+    int64_t max_holds = 10000;
+    std::string admin_host;
+    uint16_t admin_port = 0;
+    std::string admin_key_file, grant_key_file;
+};
+
+template <class T>
+T parse_number(const std::string& flag, const std::string& v, T lo, T hi) {
+    T n{};
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size() || n < lo || n > hi)
+        die(flag + " wants a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+            ", got '" + v + "'");
+    return n;
+}
+
+double parse_seconds(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(d > 0) || d > 86400)
+        die(flag + " wants seconds above 0 (at most 86400), got '" + v + "'");
+    return d;
+}
+
+void parse_hostport(const std::string& flag, const std::string& v, std::string& host, uint16_t& port) {
+    size_t colon = v.rfind(':');
+    if (colon == std::string::npos || colon == 0) die(flag + " wants HOST:PORT, got '" + v + "'");
+    host = v.substr(0, colon);
+    port = parse_number<uint16_t>(flag, v.substr(colon + 1), 0, 65535);
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    auto known_mojo = m0::mojo::mount_names();
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        std::string v;
+        size_t eq = a.find('=');
+        if (a.starts_with("--") && eq != std::string::npos) {
+            v = a.substr(eq + 1);
+            a = a.substr(0, eq);
+        }
+        auto value = [&]() -> std::string {
+            if (!v.empty() || a.size() < std::string(argv[i]).size()) return v;
+            if (i + 1 >= argc) die(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        } else if (a == "--version") {
+            std::printf("m0serve %s\n", M0_VERSION);
+            std::exit(0);
+        } else if (a == "--listen") {
+            parse_hostport(a, value(), o.host, o.port);
+        } else if (a == "--mount") {
+            std::string m = value();
+            size_t e = m.find('=');
+            if (e == std::string::npos || e == 0 || m[0] != '/' || e + 1 == m.size())
+                die("--mount wants PREFIX=SPEC with PREFIX starting with '/', got '" + m + "'");
+            MountSpec ms{m.substr(0, e), m.substr(e + 1), false};
+            ms.wsgi = ms.spec.find(':') != std::string::npos;
+            if (!ms.wsgi) {
+                bool found = false;
+                std::string names;
+                for (const auto& n : known_mojo) {
+                    found = found || n == ms.spec;
+                    names += (names.empty() ? "" : ", ") + n;
+                }
+                if (!found)
+                    die("--mount " + m + ": '" + ms.spec +
+                        "' is neither module:callable nor a compiled-in mojo mount (" + names + ")");
+            }
+            for (const auto& other : o.mounts)
+                if (other.prefix == ms.prefix) die("--mount: prefix " + ms.prefix + " is mounted twice");
+            o.mounts.push_back(ms);
+        } else if (a == "--blocking-threads") {
+            o.blocking_threads = parse_number<size_t>(a, value(), 1, 1024);
+        } else if (a == "--mojo-threads") {
+            o.mojo_threads = parse_number<size_t>(a, value(), 1, 1024);
+        } else if (a == "--chdir") {
+            o.chdir = value();
+        } else if (a == "--pythonpath") {
+            o.pythonpath.push_back(value());
+        } else if (a == "--log-level") {
+            std::string l = value();
+            if (!m0::log::parse_level(l, o.level))
+                die("--log-level wants debug, info, warn or error, got '" + l + "'");
+        } else if (a == "--max-header-size") {
+            o.server.limits.max_header = parse_number<size_t>(a, value(), 256, 1 << 24);
+        } else if (a == "--max-body-size") {
+            o.server.limits.max_body = parse_number<size_t>(a, value(), 0, size_t(1) << 40);
+        } else if (a == "--header-timeout") {
+            o.server.header_timeout = parse_seconds(a, value());
+        } else if (a == "--keepalive-timeout") {
+            o.server.keepalive_timeout = parse_seconds(a, value());
+        } else if (a == "--write-timeout") {
+            o.server.write_timeout = parse_seconds(a, value());
+        } else if (a == "--max-connections") {
+            o.server.max_connections = parse_number<size_t>(a, value(), 1, 1000000);
+        } else if (a == "--grace") {
+            o.server.grace = parse_seconds(a, value());
+        } else if (a == "--realtime") {
+            o.realtime = true;
+        } else if (a == "--heartbeat") {
+            o.server.heartbeat = parse_seconds(a, value());
+        } else if (a == "--hold-buffer-limit") {
+            o.server.hold_buffer_limit = parse_number<size_t>(a, value(), 1024, size_t(1) << 32);
+        } else if (a == "--max-holds") {
+            o.max_holds = parse_number<int64_t>(a, value(), 0, 10000000);
+        } else if (a == "--admin-listen") {
+            parse_hostport(a, value(), o.admin_host, o.admin_port);
+        } else if (a == "--admin-key-file") {
+            o.admin_key_file = value();
+        } else if (a == "--grant-key-file") {
+            o.grant_key_file = value();
+        } else {
+            die("unknown option '" + std::string(argv[i]) + "' (see --help)");
+        }
+    }
+    if (o.mounts.empty()) die("nothing to serve: give at least one --mount PREFIX=SPEC");
+    return o;
+}
+
+std::string read_key_file(const std::string& path) {
+    std::ifstream f(path);
+    if (!f) die("--admin-key-file: cannot read " + path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string k = ss.str();
+    while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
+    if (k.size() < 16 || k.find_first_of(" \t\r\n") != std::string::npos)
+        die("--admin-key-file: the key must be one line of at least 16 characters");
+    return k;
+}
+
+void on_signal(evutil_socket_t sig, short, void* arg) {
+    auto* server = static_cast<m0::http::Server*>(arg);
+    if (server->shutting_down()) {
+        M0_LOG(warn, "second signal: stopping now");
+        std::_Exit(sig == SIGINT ? 130 : 0);
+    }
+    M0_LOG(info, "signal ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": stopping");
+    server->shutdown();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o = parse(argc, argv);
+    m0::log::set_level(o.level);
+    signal(SIGPIPE, SIG_IGN);
+    if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0)
+        die("--chdir " + o.chdir + ": " + std::strerror(errno));
+    char cwd[4096];
+    if (!o.chdir.empty() && getcwd(cwd, sizeof cwd)) o.chdir = cwd;
+
+    std::optional<m0::grant::KeyRing> grant_keys;
+    if (!o.grant_key_file.empty()) {
+        std::string err;
+        grant_keys = m0::grant::KeyRing::load_file(o.grant_key_file, err);
+        if (!grant_keys) die("--grant-key-file: " + err);
+    }
+    if (!o.admin_key_file.empty()) o.server.admin_key = read_key_file(o.admin_key_file);
+
+    m0::Loop loop;
+    m0::CompletionRing ring;
+    std::unique_ptr<m0::bus::BusChannel> bus;
+    if (o.realtime) bus = std::make_unique<m0::bus::BusChannel>();
+    m0::Metrics metrics;
+    m0::hold::Handoff handoff;
+    handoff.ring = &ring;
+    handoff.bus = bus.get();
+    handoff.metrics = &metrics;
+    handoff.max_holds = o.max_holds;
+    handoff.stream_high_water = o.server.stream_high_water;
+
+    bool any_wsgi = false, any_mojo = false;
+    for (const auto& m : o.mounts) (m.wsgi ? any_wsgi : any_mojo) = true;
+
+    std::vector<PyObject*> apps(o.mounts.size(), nullptr);
+    if (any_wsgi) {
+        std::string err;
+        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, M0_PYTHON_PACKAGE_DIR};
+        if (const char* env = std::getenv("M0_PYTHON_PACKAGE_DIR")) po.package_dir = env;
+        if (!m0::wsgi::start(po, bus.get(), err)) die(err);
+        for (size_t i = 0; i < o.mounts.size(); ++i) {
+            if (!o.mounts[i].wsgi) continue;
+            apps[i] = m0::wsgi::load_app(o.mounts[i].spec, err);
+            if (!apps[i]) die(err);
+        }
+        m0::wsgi::release_main_gil();
+    }
+
+    m0::mojo::MojoEnv env{grant_keys ? &*grant_keys : nullptr};
+    std::unique_ptr<m0::wsgi::WsgiPool> wsgi_pool;
+    std::unique_ptr<m0::mojo::MojoPool> mojo_pool;
+    if (any_wsgi) wsgi_pool = std::make_unique<m0::wsgi::WsgiPool>(o.blocking_threads, handoff);
+    if (any_mojo) mojo_pool = std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, handoff);
+    std::vector<std::unique_ptr<m0::mojo::Handler>> handlers;
+
+    {
+        m0::http::Server server(loop, o.server, ring, bus.get(), metrics);
+        if (wsgi_pool) server.add_pool(&wsgi_pool->pool());
+        if (mojo_pool) server.add_pool(&mojo_pool->pool());
+        for (size_t i = 0; i < o.mounts.size(); ++i) {
+            if (o.mounts[i].wsgi) {
+                PyObject* app = apps[i];
+                auto* pool = wsgi_pool.get();
+                server.add_mount(o.mounts[i].prefix, [pool, app](m0::SlotRef s, m0::http::Request&& r) {
+                    return pool->submit(app, s, std::move(r));
+                });
+            } else {
+                handlers.push_back(m0::mojo::make_mount(o.mounts[i].spec, env));
+                auto* handler = handlers.back().get();
+                auto* pool = mojo_pool.get();
+                server.add_mount(o.mounts[i].prefix, [pool, handler](m0::SlotRef s, m0::http::Request&& r) {
+                    return pool->submit(*handler, s, std::move(r));
+                });
+            }
+        }
+        std::string err;
+        if (!server.listen(o.host, o.port, false, err)) die(err);
+        if (!o.admin_host.empty() && !server.listen(o.admin_host, o.admin_port, true, err))
+            die("--admin-listen: " + err);
+
+        event* sigterm = evsignal_new(loop.base(), SIGTERM, on_signal, &server);
+        event* sigint = evsignal_new(loop.base(), SIGINT, on_signal, &server);
+        event_add(sigterm, nullptr);
+        event_add(sigint, nullptr);
+
+        M0_LOG(info, "listening on ", o.host, ":", std::to_string(server.bound_port(false)),
+               o.realtime ? " (realtime)" : "");
+        if (!o.admin_host.empty())
+            M0_LOG(info, "admin listening on ", o.admin_host, ":", std::to_string(server.bound_port(true)));
+        loop.run();
+        event_free(sigterm);
+        event_free(sigint);
+    }
+
+    // The loop is done; let the pools finish what runs, within a bound.
+    bool stuck = false;
+    for (m0::Pool* p : {wsgi_pool ? &wsgi_pool->pool() : nullptr, mojo_pool ? &mojo_pool->pool() : nullptr}) {
+        if (!p) continue;
+        for (int i = 0; i < 500 && p->busy.load() > 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (p->busy.load() > 0) stuck = true;
+    }
+    if (stuck) {
+        M0_LOG(warn, "a pool thread is still busy after the grace period: exiting without joining");
+        std::fflush(nullptr);
+        std::_Exit(0);
+    }
+    mojo_pool.reset();
+    wsgi_pool.reset();
+    if (any_wsgi) {
+        m0::wsgi::stop();
+    }
+    M0_LOG(info, "stopped");
+    return 0;
+}

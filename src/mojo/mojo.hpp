@@ -1,0 +1,64 @@
+// Mojo mounts: native C++ handlers compiled into the binary.
+//
+// DESIGN
+// A mount is a compile-time type satisfying MojoMount: a static `name` (what
+// `--mount PREFIX=NAME` says) and `serve(const Request&) -> Response`, called on
+// a MojoPool thread (never with the GIL). Registered by listing the type in
+// kMounts (registry.cpp). A serve function may answer
+//   - an ordinary response;
+//   - a hold: `M0-Hold: stream` + `M0-Channel: NAME` on an ordinary response,
+//     the body being the head of the stream (see hold/hold.hpp);
+//   - a streamed body (Response::stream) that is not a hold: refused 409,
+//     because a stream begun on a pool thread has no producer the loop drains.
+// A mount's request fields: method, path (PATH_INFO, below the prefix), query,
+// headers, body; script_name is the mount prefix.
+#pragma once
+#include <concepts>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http/message.hpp"
+
+namespace m0::grant {
+class KeyRing;
+}
+
+namespace m0::mojo {
+
+// What a mount may use from the server; fixed after start-up.
+struct MojoEnv {
+    const grant::KeyRing* grant_keys = nullptr;  // --grant-key-file, or null
+};
+
+template <class M>
+concept MojoMount = requires(M& m, const http::Request& r, const MojoEnv& env) {
+    { M::name } -> std::convertible_to<std::string_view>;
+    { m.serve(r) } -> std::same_as<http::Response>;
+    { M(env) };
+};
+
+// The type-erased handle the pool calls.
+class Handler {
+public:
+    virtual ~Handler() = default;
+    virtual http::Response serve(const http::Request& req) = 0;
+};
+
+template <MojoMount M>
+class HandlerFor final : public Handler {
+public:
+    explicit HandlerFor(const MojoEnv& env) : mount_(env) {}
+    http::Response serve(const http::Request& req) override { return mount_.serve(req); }
+
+private:
+    M mount_;
+};
+
+// The mount registered as `name`, or null.
+std::unique_ptr<Handler> make_mount(std::string_view name, const MojoEnv& env);
+// The names of every compiled-in mount.
+std::vector<std::string> mount_names();
+
+}  // namespace m0::mojo

@@ -1,0 +1,39 @@
+// MojoPool: the pool that runs mojo mounts. Its threads never take the GIL.
+//
+// _pool_serve (serve_job) on a pool thread:
+//   read the cursor (Last-Event-ID) before the handler sees the request;
+//   run the handler;
+//   a hold -> take_stream_hold, then finish_hold (frame BEFORE completion);
+//   a streamed body that is not a hold -> 409, the job counted as raised;
+//   anything else -> the response.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "hold/hold.hpp"
+#include "mojo/mojo.hpp"
+#include "pool/pool.hpp"
+
+namespace m0::mojo {
+
+class MojoPool {
+public:
+    // threads == 0: a manual pool (tests call pool().run_next()).
+    MojoPool(size_t threads, hold::Handoff handoff);
+
+    // Queues the request for `handler` (which must outlive the pool); false
+    // when the pool is stopping.
+    bool submit(Handler& handler, SlotRef slot, http::Request req);
+    Pool& pool() { return pool_; }
+    const hold::Handoff& handoff() const { return handoff_; }
+
+private:
+    hold::Handoff handoff_;
+    Pool pool_;
+};
+
+// One job, as run on a pool thread: exposed for unit tests.
+void serve_job(const hold::Handoff& h, Pool& pool, Handler& handler, SlotRef slot,
+               http::Request& req, size_t thread_index);
+
+}  // namespace m0::mojo

@@ -1,0 +1,87 @@
+// Completions: what a pool thread hands the loop through the completion ring.
+//
+// A job ends in exactly one of:
+//   response            a whole response (head and body), written at once;
+//   head, chunk*, end   a streamed body: the head, then chunks as the app yields
+//                       them, then end (aborted: the app failed mid-body, so the
+//                       connection is closed rather than the body faked);
+//   hold                the head of a hold (the loop subscribed the slot first,
+//                       from the h frame the pool thread queued before this).
+// Memory stays bounded while streaming: StreamState counts the bytes a stream
+// has in the ring and in the connection's output buffer, and the pool thread
+// waits while that is above the high-water mark.
+#pragma once
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "http/message.hpp"
+#include "loop/notify_queue.hpp"
+#include "pool/slot.hpp"
+
+namespace m0 {
+
+// Shared by one streaming job (pool thread) and its connection (loop thread).
+struct StreamState {
+    explicit StreamState(size_t high_water) : hwm(high_water) {}
+
+    // Pool thread: account `n` bytes about to be queued, after waiting while the
+    // stream is over the high-water mark. False when the client is gone (the
+    // producer should stop and close its iterable).
+    bool reserve(size_t n) {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return gone || in_ring + buffered <= hwm; });
+        if (gone) return false;
+        in_ring += n;
+        return true;
+    }
+    // Loop thread: `n` bytes moved from the ring into the output buffer, which
+    // now holds `out_len` bytes.
+    void moved(size_t n, size_t out_len) {
+        std::lock_guard lock(mu);
+        in_ring -= n < in_ring ? n : in_ring;
+        buffered = out_len;
+    }
+    // Loop thread: the output buffer drained to `out_len` bytes.
+    void drained(size_t out_len) {
+        {
+            std::lock_guard lock(mu);
+            buffered = out_len;
+        }
+        cv.notify_all();
+    }
+    // Loop thread: the connection is gone; wakes the producer.
+    void cancel() {
+        {
+            std::lock_guard lock(mu);
+            gone = true;
+        }
+        cv.notify_all();
+    }
+    bool is_gone() {
+        std::lock_guard lock(mu);
+        return gone;
+    }
+
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t in_ring = 0;   // guarded by mu
+    size_t buffered = 0;  // guarded by mu
+    bool gone = false;    // guarded by mu
+    const size_t hwm;
+};
+
+struct Completion {
+    enum class Kind { response, head, chunk, end, hold };
+    Kind kind = Kind::response;
+    SlotRef slot;
+    http::Response response;  // response, head, hold
+    std::string data;         // chunk
+    bool aborted = false;     // end: the body failed midway
+    std::shared_ptr<StreamState> stream;  // head, chunk, end
+};
+
+using CompletionRing = NotifyQueue<Completion>;
+
+}  // namespace m0

@@ -1,0 +1,195 @@
+#include "wsgi/interpreter.hpp"
+
+#include "bus/names.hpp"
+#include "loop/log.hpp"
+
+namespace m0::wsgi {
+
+namespace {
+bus::BusChannel* g_bus = nullptr;  // written once in start(), before any pool thread
+PyThreadState* g_main_state = nullptr;
+
+// _m0.publish(channel, data, event=None) -> int
+PyObject* py_publish(PyObject*, PyObject* args, PyObject* kwargs) {
+    static const char* kw[] = {"channel", "data", "event", nullptr};
+    const char* channel = nullptr;
+    Py_ssize_t channel_len = 0;
+    PyObject* data = nullptr;
+    PyObject* event = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s#O|O", const_cast<char**>(kw), &channel,
+                                     &channel_len, &data, &event))
+        return nullptr;
+    std::string data_s;
+    if (PyBytes_Check(data)) {
+        data_s.assign(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
+    } else if (PyUnicode_Check(data)) {
+        Py_ssize_t n = 0;
+        const char* p = PyUnicode_AsUTF8AndSize(data, &n);
+        if (!p) return nullptr;
+        data_s.assign(p, static_cast<size_t>(n));
+    } else {
+        PyErr_SetString(PyExc_TypeError, "data must be str or bytes");
+        return nullptr;
+    }
+    std::string event_s;
+    if (event != Py_None) {
+        if (!PyUnicode_Check(event)) {
+            PyErr_SetString(PyExc_TypeError, "event must be str or None");
+            return nullptr;
+        }
+        Py_ssize_t n = 0;
+        const char* p = PyUnicode_AsUTF8AndSize(event, &n);
+        if (!p) return nullptr;
+        event_s.assign(p, static_cast<size_t>(n));
+    }
+    std::string channel_s(channel, static_cast<size_t>(channel_len));
+    auto e = bus::check_channel(channel_s);
+    if (e == bus::NameError::ok) e = bus::check_event(event_s);
+    if (e != bus::NameError::ok) {
+        PyErr_SetString(PyExc_ValueError, bus::reason(e));
+        return nullptr;
+    }
+    if (!g_bus) {
+        PyErr_SetString(PyExc_RuntimeError, "publish needs m0serve --realtime");
+        return nullptr;
+    }
+    auto res = g_bus->publish(std::move(channel_s), std::move(data_s), std::move(event_s));
+    if (!res.ok()) {
+        PyErr_SetString(PyExc_RuntimeError, "the bus channel is full or closed");
+        return nullptr;
+    }
+    return PyLong_FromUnsignedLongLong(res.id);
+}
+
+PyObject* py_realtime(PyObject*, PyObject*) { return PyBool_FromLong(g_bus != nullptr); }
+
+PyMethodDef m0_methods[] = {
+    {"publish", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_publish)),
+     METH_VARARGS | METH_KEYWORDS,
+     "publish(channel, data, event=None) -> id: queue an event on the server's bus."},
+    {"realtime", py_realtime, METH_NOARGS, "realtime() -> bool: whether --realtime is on."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef m0_module = {PyModuleDef_HEAD_INIT, "_m0", "m0serve's native side of the m0 package.",
+                         -1, m0_methods, nullptr, nullptr, nullptr, nullptr};
+
+PyObject* init_m0() { return PyModule_Create(&m0_module); }
+
+bool prepend_path(const std::string& dir) {
+    PyObject* sys_path = PySys_GetObject("path");  // borrowed
+    PyObject* s = PyUnicode_DecodeFSDefault(dir.c_str());
+    if (!sys_path || !s) {
+        Py_XDECREF(s);
+        return false;
+    }
+    int rc = PyList_Insert(sys_path, 0, s);
+    Py_DECREF(s);
+    return rc == 0;
+}
+}  // namespace
+
+void log_exception(const std::string& context) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    std::string text = context;
+    PyObject* mod = PyImport_ImportModule("traceback");
+    PyObject* lines = mod ? PyObject_CallMethod(mod, "format_exception", "OOO", type ? type : Py_None,
+                                                value ? value : Py_None, tb ? tb : Py_None)
+                          : nullptr;
+    if (lines) {
+        PyObject* sep = PyUnicode_FromString("");
+        PyObject* joined = sep ? PyUnicode_Join(sep, lines) : nullptr;
+        if (joined) {
+            const char* p = PyUnicode_AsUTF8(joined);
+            if (p) text.append("\n").append(p);
+            Py_DECREF(joined);
+        }
+        Py_XDECREF(sep);
+        Py_DECREF(lines);
+    }
+    PyErr_Clear();
+    Py_XDECREF(mod);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    M0_LOG(error, text);
+}
+
+bool start(const PythonOptions& opts, bus::BusChannel* bus, std::string& err) {
+    g_bus = bus;
+    if (PyImport_AppendInittab("_m0", init_m0) == -1) {
+        err = "cannot register the _m0 module";
+        return false;
+    }
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;  // the loop owns SIGINT/SIGTERM
+    config.parse_argv = 0;
+    // Path computation from Debian's interpreter, whatever python3 is on PATH.
+    PyStatus st = PyConfig_SetString(&config, &config.program_name, L"/usr/bin/python3");
+    if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(st)) {
+        err = std::string("cannot start Python: ") + (st.err_msg ? st.err_msg : "unknown error");
+        return false;
+    }
+    bool ok = prepend_path(opts.package_dir);
+    for (auto it = opts.pythonpath.rbegin(); ok && it != opts.pythonpath.rend(); ++it)
+        ok = prepend_path(*it);
+    if (ok && !opts.chdir.empty()) ok = prepend_path(opts.chdir);
+    if (!ok) {
+        PyErr_Clear();
+        err = "cannot set sys.path";
+        return false;
+    }
+    return true;
+}
+
+PyObject* load_app(const std::string& spec, std::string& err) {
+    size_t colon = spec.find(':');
+    std::string module = spec.substr(0, colon);
+    std::string attr = colon == std::string::npos ? "application" : spec.substr(colon + 1);
+    if (module.empty() || attr.empty()) {
+        err = "bad WSGI spec '" + spec + "' (want module.path:callable)";
+        return nullptr;
+    }
+    PyObject* obj = PyImport_ImportModule(module.c_str());
+    if (!obj) {
+        log_exception("cannot import " + module);
+        err = "cannot import '" + module + "' for mount spec '" + spec + "' (traceback above)";
+        return nullptr;
+    }
+    size_t start = 0;
+    while (start <= attr.size()) {
+        size_t dot = attr.find('.', start);
+        std::string part = attr.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        PyObject* next = PyObject_GetAttrString(obj, part.c_str());
+        Py_DECREF(obj);
+        if (!next) {
+            PyErr_Clear();
+            err = "module '" + module + "' has no attribute '" + attr + "'";
+            return nullptr;
+        }
+        obj = next;
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+    }
+    if (!PyCallable_Check(obj)) {
+        Py_DECREF(obj);
+        err = "'" + spec + "' is not callable";
+        return nullptr;
+    }
+    return obj;
+}
+
+void release_main_gil() { g_main_state = PyEval_SaveThread(); }
+
+void stop() {
+    if (g_main_state) PyEval_RestoreThread(g_main_state);
+    g_main_state = nullptr;
+    Py_FinalizeEx();
+}
+
+}  // namespace m0::wsgi

@@ -1,0 +1,44 @@
+// The embedded interpreter (Debian's libpython3, the one /usr/bin/python3 runs).
+//
+// DESIGN
+// start() runs on the main thread before the loop starts: it initializes
+// CPython without its signal handlers (the loop owns SIGTERM/SIGINT), puts the
+// project's `m0` package and the --pythonpath/--chdir folders on sys.path,
+// registers the built-in module `_m0` (publish, realtime), imports the apps,
+// and releases the GIL. Pool threads take the GIL per request
+// (PyGILState_Ensure) and release it before they hand the result back.
+// stop() retakes the GIL on the main thread and finalizes.
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string>
+#include <vector>
+
+#include "bus/channel.hpp"
+
+namespace m0::wsgi {
+
+struct PythonOptions {
+    std::vector<std::string> pythonpath;  // prepended to sys.path, in order
+    std::string chdir;                    // also prepended to sys.path
+    std::string package_dir;              // folder holding the `m0` package
+};
+
+// Initializes the interpreter; false with `err` set. `bus` (null without
+// --realtime) is what _m0.publish sends on; it must outlive the interpreter.
+bool start(const PythonOptions& opts, bus::BusChannel* bus, std::string& err);
+// Imports "module.path:callable" (the callable may be a dotted attribute path)
+// with the GIL taken; returns a new reference, or null with `err` set (the
+// traceback is logged). Call between start() and the first job.
+PyObject* load_app(const std::string& spec, std::string& err);
+// Releases the GIL held since start(); pool threads may run from now on.
+void release_main_gil();
+// Retakes the GIL and finalizes. Call after the pools are joined.
+void stop();
+
+// Logs the current Python exception (one line plus the traceback) and clears
+// it. GIL held.
+void log_exception(const std::string& context);
+
+}  // namespace m0::wsgi

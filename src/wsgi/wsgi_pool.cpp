@@ -1,0 +1,361 @@
+#include "wsgi/wsgi_pool.hpp"
+
+#include <charconv>
+#include <memory>
+
+#include "loop/log.hpp"
+#include "wsgi/interpreter.hpp"
+
+namespace m0::wsgi {
+
+namespace {
+
+// Per-job state shared with start_response and write (through a capsule).
+struct Job {
+    const hold::Handoff* h = nullptr;
+    Pool* pool = nullptr;
+    SlotRef slot;
+    std::string worker;
+    bool started = false;      // start_response called
+    bool head_sent = false;    // the head left for the loop
+    bool hold = false;         // start_response named M0-Hold
+    http::Response resp;       // status + headers; body collected while not streaming
+    std::optional<size_t> content_length;
+    std::shared_ptr<StreamState> stream;
+    bool client_gone = false;
+};
+
+Job* job_of(PyObject* capsule) {
+    return static_cast<Job*>(PyCapsule_GetPointer(capsule, "m0.wsgi.job"));
+}
+
+PyObject* str_latin1(std::string_view s) {
+    return PyUnicode_DecodeLatin1(s.data(), static_cast<Py_ssize_t>(s.size()), nullptr);
+}
+
+// Encodes a native string (PEP 3333: str holding Latin-1 code points) to bytes.
+bool latin1(PyObject* o, std::string& out, const char* what) {
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be str", what);
+        return false;
+    }
+    PyObject* b = PyUnicode_AsLatin1String(o);
+    if (!b) return false;
+    out.assign(PyBytes_AS_STRING(b), static_cast<size_t>(PyBytes_GET_SIZE(b)));
+    Py_DECREF(b);
+    return true;
+}
+
+// Posts the head (once) and a chunk, waiting with the GIL released while the
+// connection's output is over the high-water mark. GIL held on entry and exit.
+bool send_chunk(Job& j, std::string data) {
+    if (j.client_gone) return false;
+    if (!j.head_sent) {
+        j.head_sent = true;
+        j.stream = std::make_shared<StreamState>(j.h->stream_high_water);
+        Completion c;
+        c.kind = Completion::Kind::head;
+        c.slot = j.slot;
+        c.response.status = j.resp.status;
+        c.response.headers = j.resp.headers;
+        c.stream = j.stream;
+        j.h->ring->push(std::move(c));
+    }
+    if (data.empty()) return true;
+    bool ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = j.stream->reserve(data.size());
+    Py_END_ALLOW_THREADS
+    if (!ok) {
+        j.client_gone = true;
+        return false;
+    }
+    Completion c;
+    c.kind = Completion::Kind::chunk;
+    c.slot = j.slot;
+    c.data = std::move(data);
+    c.stream = j.stream;
+    j.h->ring->push(std::move(c));
+    return true;
+}
+
+// PEP 3333: start_response(status, response_headers, exc_info=None) -> write
+PyObject* py_start_response(PyObject* self, PyObject* args) {
+    Job& j = *job_of(self);
+    PyObject *status, *headers, *exc_info = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O:start_response", &status, &headers, &exc_info)) return nullptr;
+    if (exc_info != Py_None) {
+        // PEP 3333: with exc_info after the headers were sent, re-raise it.
+        if (j.head_sent) {
+            PyObject *t, *v, *tb;
+            if (!PyArg_ParseTuple(exc_info, "OOO", &t, &v, &tb)) return nullptr;
+            Py_INCREF(t);
+            Py_INCREF(v);
+            Py_INCREF(tb);
+            PyErr_Restore(t, v, tb == Py_None ? nullptr : tb);
+            if (tb == Py_None) Py_DECREF(tb);
+            return nullptr;
+        }
+    } else if (j.started) {
+        PyErr_SetString(PyExc_AssertionError, "start_response called twice without exc_info");
+        return nullptr;
+    }
+    std::string status_s;
+    if (!latin1(status, status_s, "status")) return nullptr;
+    int code = 0;
+    auto [p, ec] = std::from_chars(status_s.data(), status_s.data() + status_s.size(), code);
+    if (ec != std::errc() || p != status_s.data() + 3 || status_s.size() < 4 || status_s[3] != ' ' ||
+        code < 100 || code > 999) {
+        PyErr_Format(PyExc_ValueError, "bad status line %R", status);
+        return nullptr;
+    }
+    if (!PyList_Check(headers)) {
+        PyErr_SetString(PyExc_TypeError, "response_headers must be a list");
+        return nullptr;
+    }
+    http::Headers hs;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(headers); ++i) {
+        PyObject* item = PyList_GET_ITEM(headers, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "each header must be a (name, value) tuple");
+            return nullptr;
+        }
+        std::string k, v;
+        if (!latin1(PyTuple_GET_ITEM(item, 0), k, "header name") ||
+            !latin1(PyTuple_GET_ITEM(item, 1), v, "header value"))
+            return nullptr;
+        if (k.find_first_of("\r\n:") != std::string::npos || v.find_first_of("\r\n") != std::string::npos) {
+            PyErr_Format(PyExc_ValueError, "header %R contains CR, LF or ':'", item);
+            return nullptr;
+        }
+        hs.add(std::move(k), std::move(v));
+    }
+    j.started = true;
+    j.resp.status = code;
+    j.resp.headers = std::move(hs);
+    j.resp.body.clear();
+    j.hold = j.resp.headers.has("M0-Hold");
+    j.content_length.reset();
+    if (auto cl = j.resp.headers.get("Content-Length")) {
+        size_t n = 0;
+        auto [q, e2] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
+        if (e2 == std::errc() && q == cl->data() + cl->size()) j.content_length = n;
+    }
+    // The write callable shares the job.
+    static PyMethodDef write_def = {"write", nullptr, METH_O, "PEP 3333 write(data)"};
+    write_def.ml_meth = [](PyObject* cap, PyObject* data) -> PyObject* {
+        Job& jj = *job_of(cap);
+        if (!jj.started) {
+            PyErr_SetString(PyExc_AssertionError, "write() before start_response()");
+            return nullptr;
+        }
+        if (!PyBytes_Check(data)) {
+            PyErr_SetString(PyExc_TypeError, "write() takes bytes");
+            return nullptr;
+        }
+        std::string s(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
+        if (jj.hold) {
+            jj.resp.body += s;
+        } else if (!send_chunk(jj, std::move(s))) {
+            PyErr_SetString(PyExc_OSError, "client disconnected");
+            return nullptr;
+        }
+        Py_RETURN_NONE;
+    };
+    return PyCFunction_New(&write_def, self);
+}
+
+PyMethodDef start_response_def = {"start_response", py_start_response, METH_VARARGS,
+                                  "PEP 3333 start_response(status, headers, exc_info=None)"};
+
+int set_item(PyObject* d, const char* k, PyObject* v) {
+    if (!v) return -1;
+    int rc = PyDict_SetItemString(d, k, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+// PEP 3333 environ. New reference, or null with an exception set.
+PyObject* build_environ(const http::Request& r, PyObject* errors) {
+    PyObject* env = PyDict_New();
+    if (!env) return nullptr;
+    bool ok = set_item(env, "REQUEST_METHOD", str_latin1(r.method)) == 0 &&
+              set_item(env, "SCRIPT_NAME", str_latin1(r.script_name)) == 0 &&
+              set_item(env, "PATH_INFO", str_latin1(r.path_info)) == 0 &&
+              set_item(env, "QUERY_STRING", str_latin1(r.query)) == 0 &&
+              set_item(env, "SERVER_NAME", str_latin1(r.server_name)) == 0 &&
+              set_item(env, "SERVER_PORT", str_latin1(std::to_string(r.server_port))) == 0 &&
+              set_item(env, "SERVER_PROTOCOL", str_latin1(r.protocol())) == 0 &&
+              set_item(env, "REMOTE_ADDR", str_latin1(r.remote_addr)) == 0 &&
+              set_item(env, "REMOTE_PORT", str_latin1(std::to_string(r.remote_port))) == 0 &&
+              set_item(env, "SERVER_SOFTWARE", str_latin1("m0serve/" M0_VERSION)) == 0 &&
+              set_item(env, "wsgi.version", Py_BuildValue("(ii)", 1, 0)) == 0 &&
+              set_item(env, "wsgi.url_scheme", str_latin1("http")) == 0 &&
+              PyDict_SetItemString(env, "wsgi.errors", errors) == 0 &&
+              PyDict_SetItemString(env, "wsgi.multithread", Py_True) == 0 &&
+              PyDict_SetItemString(env, "wsgi.multiprocess", Py_False) == 0 &&
+              PyDict_SetItemString(env, "wsgi.run_once", Py_False) == 0 &&
+              PyDict_SetItemString(env, "wsgi.input_terminated", Py_True) == 0;
+    if (ok) {
+        // wsgi.input: a real file-like object over the whole body.
+        PyObject* io = PyImport_ImportModule("io");
+        PyObject* body = PyBytes_FromStringAndSize(r.body.data(), static_cast<Py_ssize_t>(r.body.size()));
+        PyObject* input = io && body ? PyObject_CallMethod(io, "BytesIO", "O", body) : nullptr;
+        Py_XDECREF(io);
+        Py_XDECREF(body);
+        ok = set_item(env, "wsgi.input", input) == 0;
+    }
+    if (ok && r.headers.has("Content-Type"))
+        ok = set_item(env, "CONTENT_TYPE", str_latin1(*r.headers.get("Content-Type"))) == 0;
+    // The body is de-chunked: CONTENT_LENGTH tells the app how much to read.
+    if (ok && (!r.body.empty() || r.headers.has("Content-Length")))
+        ok = set_item(env, "CONTENT_LENGTH", str_latin1(std::to_string(r.body.size()))) == 0;
+    for (size_t i = 0; ok && i < r.headers.items.size(); ++i) {
+        const auto& name = r.headers.items[i].first;
+        if (http::iequals(name, "Content-Type") || http::iequals(name, "Content-Length")) continue;
+        // A name with '_' would collide with one with '-' (HTTP_X_USER could be
+        // forged as X_User): such headers are not passed.
+        if (name.find('_') != std::string::npos) continue;
+        std::string key = "HTTP_";
+        for (char c : name) key += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (PyDict_GetItemString(env, key.c_str())) continue;  // joined below, once
+        // RFC 9110 §5.3: repeated fields are joined with commas.
+        ok = set_item(env, key.c_str(), str_latin1(*r.headers.get_joined(name))) == 0;
+    }
+    if (!ok) {
+        Py_DECREF(env);
+        return nullptr;
+    }
+    return env;
+}
+
+}  // namespace
+
+WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff)
+    : handoff_(std::move(handoff)), pool_("wsgi", threads) {}
+
+bool WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req) {
+    auto shared = std::make_shared<http::Request>(std::move(req));
+    return pool_.submit([this, app, slot, shared](size_t thread) {
+        serve_job(handoff_, pool_, app, slot, *shared, thread);
+    });
+}
+
+void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
+               http::Request& req, size_t thread_index) {
+    // Read before the app may consume the request.
+    const uint64_t cursor = hold::read_cursor(req);
+    Job j;
+    j.h = &h;
+    j.pool = &pool;
+    j.slot = slot;
+    j.worker = "wsgi-" + std::to_string(thread_index);
+    h.at(hold::Point::handler_start, slot);
+
+    enum class Outcome { whole, streamed, hold, failed_before_head, failed_streaming } outcome;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject* capsule = PyCapsule_New(&j, "m0.wsgi.job", nullptr);
+    PyObject* start_response = capsule ? PyCFunction_New(&start_response_def, capsule) : nullptr;
+    PyObject* errors = PySys_GetObject("stderr");  // borrowed
+    PyObject* environ = start_response ? build_environ(req, errors ? errors : Py_None) : nullptr;
+    PyObject* result = environ ? PyObject_CallFunctionObjArgs(app, environ, start_response, nullptr) : nullptr;
+    PyObject* iter = result ? PyObject_GetIter(result) : nullptr;
+    bool failed = iter == nullptr;
+    bool done_whole = false;
+    while (!failed) {
+        PyObject* item = PyIter_Next(iter);
+        if (!item) {
+            failed = PyErr_Occurred() != nullptr;
+            break;
+        }
+        if (!PyBytes_Check(item)) {
+            Py_DECREF(item);
+            PyErr_SetString(PyExc_TypeError, "the WSGI iterable must yield bytes");
+            failed = true;
+            break;
+        }
+        if (!j.started) {
+            Py_DECREF(item);
+            PyErr_SetString(PyExc_AssertionError, "body yielded before start_response()");
+            failed = true;
+            break;
+        }
+        std::string chunk(PyBytes_AS_STRING(item), static_cast<size_t>(PyBytes_GET_SIZE(item)));
+        Py_DECREF(item);
+        if (j.hold || done_whole) {
+            if (j.hold) j.resp.body += chunk;
+            continue;  // bytes past a complete Content-Length are dropped
+        }
+        if (!j.head_sent && j.content_length && j.resp.body.size() + chunk.size() >= *j.content_length) {
+            // The declared length is complete: one whole response.
+            j.resp.body += chunk;
+            j.resp.body.resize(*j.content_length);
+            done_whole = true;
+            continue;
+        }
+        if (chunk.empty()) continue;
+        if (!send_chunk(j, std::move(chunk))) break;  // the client left
+    }
+    if (failed) {
+        log_exception(std::string(j.worker) + ": WSGI app raised on " + req.method + " " + req.target);
+        pool.raised.fetch_add(1);
+    }
+    // PEP 3333: "If the iterable returned by the application has a close()
+    // method, the server or gateway must call that method upon completion of
+    // the current request", whether it completed normally or not.
+    if (result && PyObject_HasAttrString(result, "close")) {
+        PyObject* r = PyObject_CallMethod(result, "close", nullptr);
+        if (!r) {
+            log_exception(j.worker + ": close() raised");
+            if (!j.head_sent) failed = true;
+        }
+        Py_XDECREF(r);
+    }
+    Py_XDECREF(iter);
+    Py_XDECREF(result);
+    Py_XDECREF(environ);
+    Py_XDECREF(start_response);
+    Py_XDECREF(capsule);
+    if (!j.started && !failed) {
+        failed = true;
+        M0_LOG(error, j.worker, ": the WSGI app returned without calling start_response()");
+    }
+    if (failed)
+        outcome = j.head_sent ? Outcome::failed_streaming : Outcome::failed_before_head;
+    else if (j.hold)
+        outcome = Outcome::hold;
+    else if (j.head_sent)
+        outcome = Outcome::streamed;
+    else
+        outcome = Outcome::whole;
+    PyGILState_Release(gil);
+
+    switch (outcome) {
+        case Outcome::failed_before_head:
+            hold::post_response(h, slot, http::error_response(500, "internal server error"));
+            break;
+        case Outcome::failed_streaming:
+        case Outcome::streamed: {
+            Completion c;
+            c.kind = Completion::Kind::end;
+            c.slot = slot;
+            c.aborted = outcome == Outcome::failed_streaming || j.client_gone;
+            c.stream = j.stream;
+            h.ring->push(std::move(c));
+            break;
+        }
+        case Outcome::hold: {
+            auto d = hold::take_stream_hold(j.resp, j.worker, h.bus != nullptr);
+            if (d.kind == hold::HoldKind::bad) {
+                M0_LOG(error, j.worker, " on ", req.target, ": ", d.error);
+                hold::post_response(h, slot, http::error_response(502, d.error));
+            } else {
+                hold::finish_hold(h, slot, cursor, std::move(j.resp), std::move(d));
+            }
+            break;
+        }
+        case Outcome::whole: hold::post_response(h, slot, std::move(j.resp)); break;
+    }
+}
+
+}  // namespace m0::wsgi

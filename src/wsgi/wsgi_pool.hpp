@@ -1,0 +1,43 @@
+// The WSGI pool: blocking threads that run a Python WSGI application (PEP 3333).
+//
+// DESIGN
+// A job on a pool thread: read the cursor (Last-Event-ID) before the app runs;
+// take the GIL; build the environ; call app(environ, start_response); then
+//   - a hold (start_response named M0-Hold): collect the body (the head of the
+//     stream), close the iterable, release the GIL, take_stream_hold and
+//     finish_hold: the same code, in the same order, as the mojo pool;
+//   - otherwise the body as it is yielded: a first chunk that completes a
+//     declared Content-Length (or an iterable that ends) is one whole
+//     response; anything else streams (head, chunks, end), the thread waiting
+//     with the GIL released while the connection's output is over the
+//     high-water mark.
+// The app's close() is always called (PEP 3333). An exception before the
+// head is out is a 500 with the traceback in the log; after, the connection is
+// closed so a truncated body never looks complete.
+#pragma once
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "hold/hold.hpp"
+#include "pool/pool.hpp"
+
+namespace m0::wsgi {
+
+class WsgiPool {
+public:
+    WsgiPool(size_t threads, hold::Handoff handoff);
+    // Queues the request for `app` (a strong reference the caller keeps alive).
+    bool submit(PyObject* app, SlotRef slot, http::Request req);
+    Pool& pool() { return pool_; }
+    const hold::Handoff& handoff() const { return handoff_; }
+
+private:
+    hold::Handoff handoff_;
+    Pool pool_;
+};
+
+// One job, as run on a pool thread (takes and releases the GIL itself).
+void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
+               http::Request& req, size_t thread_index);
+
+}  // namespace m0::wsgi
