@@ -1,0 +1,154 @@
+"""m0: the Python side of m0serve's realtime layer.
+
+A view asks m0serve to *hold* its connection by answering with two response
+headers: ``M0-Hold: stream`` and ``M0-Channel: NAME`` (several names joined
+with ","). The server consumes both, turns the response into the head of a
+Server-Sent-Events stream (``200``, ``Content-Type: text/event-stream``,
+close-delimited) whose first bytes are the response body, subscribes the
+connection to the named channels and frees the pool thread. Every event
+published to one of those channels afterwards is written to the connection
+as ``id: N`` / ``event: NAME`` / ``data: ...`` lines; ``N`` comes from one
+server-wide counter, so a reconnecting client's ``Last-Event-ID`` header mutes
+what it has already seen. :func:`hold_stream_response` builds that answer.
+
+:func:`publish` hands an event to the server's in-process bus through the
+built-in module ``_m0``, which only m0serve provides. Without
+``--realtime``, or outside m0serve (``manage.py runserver``, unit tests),
+:func:`publish` raises :class:`RuntimeError` and :func:`realtime` returns
+``False``; a hold answer served by m0serve without ``--realtime`` degrades
+to an ordinary response whose body is the head. Channel names are checked
+here as at every publish boundary of the server: not empty, at most 256
+bytes of UTF-8, no CR, LF or NUL, and not in the namespace the server
+reserves for its own per-connection channels (``m0.slot.``).
+"""
+
+RESERVED_PREFIX = "m0.slot."
+MAX_CHANNEL_BYTES = 256
+_FORBIDDEN = ("\r", "\n", "\0")
+
+__all__ = [
+    "MAX_CHANNEL_BYTES",
+    "RESERVED_PREFIX",
+    "hold_stream_response",
+    "publish",
+    "realtime",
+    "validate_channel",
+]
+
+
+def validate_channel(name):
+    """Return ``name`` if m0serve accepts it as a channel name.
+
+    Raises TypeError if ``name`` is not a str and ValueError (with the reason)
+    if it is empty, longer than 256 bytes in UTF-8, contains CR, LF or NUL,
+    or starts with the reserved prefix ``m0.slot.``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"channel name must be str, not {type(name).__name__}")
+    if not name:
+        raise ValueError("channel name is empty")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("channel name is not encodable as UTF-8") from None
+    if size > MAX_CHANNEL_BYTES:
+        raise ValueError(f"channel name is {size} bytes of UTF-8; "
+                         f"the limit is {MAX_CHANNEL_BYTES}")
+    if any(c in name for c in _FORBIDDEN):
+        raise ValueError(f"channel name {name!r} contains CR, LF or NUL")
+    if name.startswith(RESERVED_PREFIX):
+        raise ValueError(f"channel name {name!r} is in the reserved "
+                         f"namespace {RESERVED_PREFIX!r}")
+    return name
+
+
+def _validate_event(event):
+    """Return ``event`` if it is None or a usable SSE event name."""
+    if event is None:
+        return None
+    if not isinstance(event, str):
+        raise TypeError(f"event name must be str or None, "
+                        f"not {type(event).__name__}")
+    if not event:
+        raise ValueError("event name is empty (pass None for no event name)")
+    if any(c in event for c in _FORBIDDEN):
+        raise ValueError(f"event name {event!r} contains CR, LF or NUL")
+    return event
+
+
+def _native():
+    """Return the server's built-in ``_m0`` module, or None outside m0serve."""
+    try:
+        import _m0
+    except ImportError:
+        return None
+    return _m0
+
+
+def realtime():
+    """Return True when running inside ``m0serve --realtime``."""
+    native = _native()
+    return native is not None and bool(native.realtime())
+
+
+def publish(channel, data, event=None):
+    """Publish ``data`` on ``channel``; return the event's id (an int).
+
+    ``data`` is str or UTF-8 bytes; it may span lines (one ``data:`` line
+    each). CRLF and lone CR are normalised to LF, as an SSE client would
+    read them anyway. ``event`` is an optional SSE event name.
+
+    Raises ValueError for a refused channel or event name or undecodable
+    bytes, TypeError for arguments of the wrong type, and RuntimeError when
+    the server does not run with ``--realtime`` (or this is not m0serve).
+    """
+    validate_channel(channel)
+    event = _validate_event(event)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data).decode("utf-8")
+    elif not isinstance(data, str):
+        raise TypeError("data must be str or bytes, "
+                        f"not {type(data).__name__}")
+    # WHATWG SSE: CRLF, CR and LF all end a line; a lone CR left in the data
+    # would let it forge fields of its own.
+    data = data.replace("\r\n", "\n").replace("\r", "\n")
+    native = _native()
+    if native is None:
+        raise RuntimeError("m0.publish needs m0serve --realtime")
+    return native.publish(channel, data, event)
+
+
+def hold_stream_response(channel, head=""):
+    """Return a Django HttpResponse that asks m0serve to hold the connection.
+
+    ``channel`` is a channel name or a list/tuple of names; ``head`` (str or
+    bytes) is the start of the stream, typically an SSE comment such as
+    ``": hello\\n\\n"``. Names are validated as for :func:`publish` and may
+    not contain "," (it separates names in ``M0-Channel``); a refused name
+    raises ValueError, a name that is not a str TypeError.
+    """
+    from django.http import HttpResponse
+
+    names = [channel] if isinstance(channel, str) else channel
+    if not isinstance(names, (list, tuple)):
+        raise TypeError("channel must be a str or a list/tuple of str, "
+                        f"not {type(channel).__name__}")
+    if not names:
+        raise ValueError("no channel name given")
+    for name in names:
+        validate_channel(name)
+        if "," in name:
+            raise ValueError(f"channel name {name!r} contains ',', "
+                             "which separates names in M0-Channel")
+    response = HttpResponse(head, content_type="text/event-stream")
+    response["M0-Hold"] = "stream"
+    # PEP 3333: header values are latin-1 strs; carry the UTF-8 bytes.
+    response["M0-Channel"] = ",".join(names).encode("utf-8").decode("latin-1")
+    return response
+
+
+# ---- grants -------------------------------------------------------------
+# Authorization that travels: see m0/grant.py and the README's "Grants".
+from .grant import load_keys, sign_grant, stream_url, verify_grant  # noqa: E402,F401
+
+__all__ += ["load_keys", "sign_grant", "stream_url", "verify_grant"]

@@ -1,0 +1,1 @@
+"""Tests of the m0 package and of the fixture Django project."""
