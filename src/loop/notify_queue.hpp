@@ -53,6 +53,7 @@ public:
             if (closed_ || items_.size() >= capacity_) return false;
             wake = items_.empty();
             items_.push_back(make());
+            if (observer) observer(items_.back(), items_.size());
         }
         if (wake) signal();
         return true;
@@ -92,6 +93,11 @@ public:
         return items_;
     }
     int fd() const { return fd_; }
+
+    // Tests only: called on the pushing thread, under the queue lock, right
+    // after each push, with the item and the queue's new size. Set it before
+    // any producer runs.
+    std::function<void(const T&, size_t)> observer;
 
 private:
     void signal() {
