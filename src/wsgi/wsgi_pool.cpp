@@ -262,6 +262,8 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
     PyObject* iter = result ? PyObject_GetIter(result) : nullptr;
     bool failed = iter == nullptr;
     bool done_whole = false;
+    // A list or tuple is the whole body already: one response with its length.
+    const bool sized = result && (PyList_Check(result) || PyTuple_Check(result));
     while (!failed) {
         PyObject* item = PyIter_Next(iter);
         if (!item) {
@@ -282,8 +284,8 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
         }
         std::string chunk(PyBytes_AS_STRING(item), static_cast<size_t>(PyBytes_GET_SIZE(item)));
         Py_DECREF(item);
-        if (j.hold || done_whole) {
-            if (j.hold) j.resp.body += chunk;
+        if (j.hold || done_whole || (sized && !j.head_sent)) {
+            if (!done_whole) j.resp.body += chunk;
             continue;  // bytes past a complete Content-Length are dropped
         }
         if (!j.head_sent && j.content_length && j.resp.body.size() + chunk.size() >= *j.content_length) {

@@ -1,0 +1,217 @@
+// The mojo pool's unit forms (the gate's unit half):
+//   - a streamed body that is not a hold is refused 409 and the job marked raised;
+//   - a hold consumes its headers, becomes the head, and its h frame naming the
+//     slot, the cursor and the channel is on the loop's channel by the time the
+//     completion is;
+//   - a refused frame gives 503; over --max-holds gives 503; no --realtime degrades.
+// `make sabotage-pool` mutates the hold code and the refusal and requires this to fail.
+#include <catch2/catch.hpp>
+
+#include "bus/channel.hpp"
+#include "mojo/builtin.hpp"
+#include "mojo/mojo_pool.hpp"
+
+using namespace m0;
+
+namespace {
+
+struct Rig {
+    CompletionRing ring;
+    bus::BusChannel bus;
+    Metrics metrics;
+    mojo::HandlerFor<mojo::BuiltinMount> handler{mojo::MojoEnv{}};
+    std::unique_ptr<mojo::MojoPool> pool;
+    // Frames on the bus channel at the moment each completion was pushed.
+    std::vector<size_t> frames_at_push;
+
+    explicit Rig(bool realtime = true, int64_t max_holds = 100) {
+        hold::Handoff h;
+        h.ring = &ring;
+        h.bus = realtime ? &bus : nullptr;
+        h.metrics = &metrics;
+        h.max_holds = max_holds;
+        ring.observer = [this](const Completion&, size_t) { frames_at_push.push_back(bus.queued()); };
+        pool = std::make_unique<mojo::MojoPool>(0, h);  // manual: the test runs each job
+    }
+
+    Completion run(const std::string& path_info, const std::string& query = "",
+                   http::Headers headers = {}, SlotRef slot = {3, 7}) {
+        http::Request r;
+        r.method = "GET";
+        r.path_info = path_info;
+        r.query = query;
+        r.headers = std::move(headers);
+        REQUIRE(pool->submit(handler, slot, std::move(r)));
+        REQUIRE(pool->pool().run_next());
+        std::deque<Completion> out;
+        REQUIRE(ring.drain(out) == 1);
+        return std::move(out.front());
+    }
+};
+
+http::Headers last_event_id(const char* v) {
+    http::Headers h;
+    h.add("Last-Event-ID", v);
+    return h;
+}
+
+}  // namespace
+
+TEST_CASE("mojo pool: a streamed body that is not a hold is refused 409 and marked raised",
+          "[mojo][pool]") {
+    Rig rig;
+    Completion c = rig.run("/stream");
+    CHECK(c.kind == Completion::Kind::response);
+    CHECK(c.response.status == 409);
+    CHECK_FALSE(c.response.stream);
+    CHECK(rig.pool->pool().raised.load() == 1);
+    CHECK(rig.bus.queued() == 0);
+}
+
+TEST_CASE("mojo pool: an ordinary answer is one response and not raised", "[mojo][pool]") {
+    Rig rig;
+    Completion c = rig.run("/hello");
+    CHECK(c.kind == Completion::Kind::response);
+    CHECK(c.response.status == 200);
+    CHECK(c.response.body == "hello from mojo\n");
+    CHECK(rig.pool->pool().raised.load() == 0);
+}
+
+TEST_CASE("mojo pool: a hold consumes its headers, becomes the head, and its h frame is on the "
+          "loop's channel by the time the completion is",
+          "[mojo][pool][hold]") {
+    Rig rig;
+    SlotRef slot{5, 9};
+    Completion c = rig.run("/hold", "channel=news,sport", last_event_id("41"), slot);
+
+    // The frame was queued before the completion was pushed.
+    REQUIRE(rig.frames_at_push.size() == 1);
+    CHECK(rig.frames_at_push[0] == 1);
+
+    // The completion is the stream's head.
+    CHECK(c.kind == Completion::Kind::hold);
+    CHECK(c.slot == slot);
+    const auto& r = c.response;
+    CHECK(r.status == 200);
+    CHECK_FALSE(r.headers.has("M0-Hold"));
+    CHECK_FALSE(r.headers.has("M0-Channel"));
+    CHECK_FALSE(r.headers.has("Content-Length"));
+    CHECK_FALSE(r.headers.has("Transfer-Encoding"));
+    CHECK(r.headers.get("Content-Type") == std::optional<std::string_view>("text/event-stream"));
+    CHECK(r.headers.get("Cache-Control") == std::optional<std::string_view>("no-cache"));
+    CHECK(r.headers.get("x-worker") == std::optional<std::string_view>("mojo-0"));
+    CHECK(r.body == ": mojo hold\n\n");
+
+    // The frame names the slot (its reserved stream url), the cursor, the channels.
+    auto frames = rig.bus.peek();
+    REQUIRE(frames.size() == 1);
+    auto* f = std::get_if<bus::HoldFrame>(&frames.front());
+    REQUIRE(f);
+    CHECK(f->stream_url == bus::reserved_stream_url(slot));
+    CHECK(bus::parse_reserved_stream_url(f->stream_url) == std::optional<SlotRef>(slot));
+    CHECK(f->cursor == 41);
+    CHECK(f->channels == std::vector<std::string>{"news", "sport"});
+    CHECK(f->worker == "mojo-0");
+    CHECK(rig.metrics.holds_open.load() == 1);
+    CHECK(rig.pool->pool().raised.load() == 0);
+}
+
+TEST_CASE("mojo pool: a hold without Last-Event-ID has cursor 0", "[mojo][pool][hold]") {
+    Rig rig;
+    rig.run("/hold", "channel=a");
+    auto frames = rig.bus.peek();
+    REQUIRE(frames.size() == 1);
+    CHECK(std::get<bus::HoldFrame>(frames.front()).cursor == 0);
+}
+
+TEST_CASE("mojo pool: a frame the channel will not take is answered 503, not a head",
+          "[mojo][pool][hold]") {
+    Rig rig;
+    rig.bus.close();
+    Completion c = rig.run("/hold", "channel=a");
+    CHECK(c.kind == Completion::Kind::response);
+    CHECK(c.response.status == 503);
+    CHECK(c.response.headers.has("Retry-After"));
+    CHECK(rig.bus.refused.load() == 1);
+    CHECK(rig.metrics.holds_open.load() == 0);
+}
+
+TEST_CASE("mojo pool: past max_holds a hold answer is 503 with Retry-After", "[mojo][pool][hold]") {
+    Rig rig(true, 1);
+    CHECK(rig.run("/hold", "channel=a", {}, {1, 1}).kind == Completion::Kind::hold);
+    Completion c = rig.run("/hold", "channel=a", {}, {2, 1});
+    CHECK(c.kind == Completion::Kind::response);
+    CHECK(c.response.status == 503);
+    CHECK(c.response.headers.get("Retry-After").has_value());
+    CHECK(rig.metrics.holds_refused.load() == 1);
+    CHECK(rig.metrics.holds_open.load() == 1);
+    CHECK(rig.bus.queued() == 1);  // only the first hold's frame
+}
+
+TEST_CASE("mojo pool: without --realtime a hold degrades to an ordinary response", "[mojo][pool][hold]") {
+    Rig rig(false);
+    Completion c = rig.run("/hold", "channel=a");
+    CHECK(c.kind == Completion::Kind::response);
+    CHECK(c.response.status == 200);
+    CHECK(c.response.body == ": mojo hold\n\n");
+    CHECK_FALSE(c.response.headers.has("M0-Hold"));
+    CHECK_FALSE(c.response.headers.has("M0-Channel"));
+    CHECK(rig.bus.queued() == 0);
+}
+
+namespace {
+struct OddMount {
+    static constexpr std::string_view name = "odd";
+    explicit OddMount(const mojo::MojoEnv&) {}
+    http::Response serve(const http::Request& req) {
+        http::Response r;
+        if (req.path_info == "/websocket") {
+            r.headers.add("M0-Hold", "websocket");
+            r.headers.add("M0-Channel", "ws");
+        } else if (req.path_info == "/bogus") {
+            r.headers.add("M0-Hold", "forever");
+            r.headers.add("M0-Channel", "x");
+        } else if (req.path_info == "/reserved") {
+            r.headers.add("M0-Hold", "stream");
+            r.headers.add("M0-Channel", "m0.slot.1.1");
+        } else {
+            throw std::runtime_error("handler failed");
+        }
+        return r;
+    }
+};
+}  // namespace
+
+TEST_CASE("mojo pool: other M0-Hold values, refused channels and exceptions", "[mojo][pool][hold]") {
+    CompletionRing ring;
+    bus::BusChannel bus;
+    hold::Handoff h;
+    h.ring = &ring;
+    h.bus = &bus;
+    Pool pool("mojo", 0);
+    mojo::HandlerFor<OddMount> handler{mojo::MojoEnv{}};
+    auto run = [&](const char* path) {
+        http::Request r;
+        r.path_info = path;
+        mojo::serve_job(h, pool, handler, {1, 1}, r, 0);
+        std::deque<Completion> out;
+        REQUIRE(ring.drain(out) == 1);
+        return std::move(out.front());
+    };
+    SECTION("websocket degrades to a stream hold") {
+        CHECK(run("/websocket").kind == Completion::Kind::hold);
+        CHECK(bus.queued() == 1);
+    }
+    SECTION("an unknown value is a 502") {
+        CHECK(run("/bogus").response.status == 502);
+        CHECK(bus.queued() == 0);
+    }
+    SECTION("a reserved channel is refused 502") {
+        CHECK(run("/reserved").response.status == 502);
+        CHECK(bus.queued() == 0);
+    }
+    SECTION("a handler exception is a 500 and raised") {
+        CHECK(run("/throw").response.status == 500);
+        CHECK(pool.raised.load() == 1);
+    }
+}

@@ -1,0 +1,259 @@
+// The WSGI pool's unit forms: the same hold rules as the mojo pool (frame on
+// the loop's channel before the completion, headers consumed, the cursor read
+// before the app runs), PEP 3333 details (environ, start_response, write(),
+// close() always called, streamed bodies), and failures (500, raised).
+#include <catch2/catch.hpp>
+
+#include "bus/channel.hpp"
+#include "wsgi/interpreter.hpp"
+#include "wsgi/wsgi_pool.hpp"
+
+using namespace m0;
+
+namespace {
+
+const char* kApps = R"PY(
+import json
+closed = []
+
+def hold_app(environ, start_response):
+    # Consumes the request: the cursor must have been read before.
+    environ.pop('HTTP_LAST_EVENT_ID', None)
+    start_response('200 OK', [('M0-Hold', 'stream'), ('M0-Channel', 'a,b'),
+                              ('Content-Length', '13'), ('Content-Type', 'text/plain')])
+    return [b': wsgi head\n\n']
+
+def env_app(environ, start_response):
+    body = environ['wsgi.input'].read()
+    keys = {k: (v if isinstance(v, str) else repr(type(v).__name__))
+            for k, v in environ.items()}
+    keys['body'] = body.decode('latin-1')
+    keys['readline'] = hasattr(environ['wsgi.input'], 'readline')
+    start_response('200 OK', [('Content-Type', 'application/json')])
+    return [json.dumps(keys).encode()]
+
+def gen_app(environ, start_response):
+    start_response('200 OK', [('Content-Type', 'text/plain')])
+    for i in range(3):
+        yield b'chunk %d\n' % i
+
+def sized_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '5')])
+    return iter([b'hello'])
+
+def write_app(environ, start_response):
+    write = start_response('200 OK', [])
+    write(b'written;')
+    return [b'returned']
+
+class Closing:
+    def __init__(self, fail):
+        self.fail = fail
+    def __iter__(self):
+        if self.fail:
+            raise RuntimeError('body failed')
+        yield b'x'
+    def close(self):
+        closed.append(self.fail)
+
+def closing_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '1')])
+    return Closing(environ.get('QUERY_STRING') == 'fail')
+
+def boom_app(environ, start_response):
+    raise RuntimeError('boom')
+
+def bad_hold_app(environ, start_response):
+    start_response('200 OK', [('M0-Hold', 'sometimes'), ('M0-Channel', 'a')])
+    return [b'']
+)PY";
+
+struct Python {
+    Python() {
+        std::string err;
+        wsgi::PythonOptions o;
+        o.package_dir = M0_SOURCE_DIR "/src/wsgi";
+        REQUIRE(wsgi::start(o, nullptr, err));
+        PyObject* mod = PyImport_AddModule("m0_test_apps");  // borrowed
+        PyObject* dict = PyModule_GetDict(mod);
+        PyObject* r = PyRun_String(kApps, Py_file_input, dict, dict);
+        REQUIRE(r);
+        Py_DECREF(r);
+        wsgi::release_main_gil();
+    }
+};
+
+PyObject* app(const char* name) {
+    static Python python;  // one interpreter for the whole test binary
+    PyGILState_STATE g = PyGILState_Ensure();
+    std::string err;
+    PyObject* a = wsgi::load_app(std::string("m0_test_apps:") + name, err);
+    PyGILState_Release(g);
+    REQUIRE(a);
+    return a;
+}
+
+struct Rig {
+    CompletionRing ring;
+    bus::BusChannel bus;
+    Metrics metrics;
+    Pool pool{"wsgi", 0};
+    hold::Handoff h;
+    std::vector<size_t> frames_at_push;
+
+    explicit Rig(bool realtime = true) {
+        h.ring = &ring;
+        h.bus = realtime ? &bus : nullptr;
+        h.metrics = &metrics;
+        ring.observer = [this](const Completion&, size_t) { frames_at_push.push_back(bus.queued()); };
+    }
+    std::deque<Completion> run(const char* name, http::Request r = {}, SlotRef slot = {2, 4}) {
+        PyObject* a = app(name);
+        if (r.method.empty()) r.method = "GET";
+        if (r.path_info.empty()) r.path_info = "/";
+        r.server_name = "127.0.0.1";
+        r.server_port = 8000;
+        wsgi::serve_job(h, pool, a, slot, r, 1);
+        std::deque<Completion> out;
+        ring.drain(out);
+        return out;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("wsgi pool: a hold consumes its headers, becomes the head, and its h frame is on the "
+          "loop's channel by the time the completion is",
+          "[wsgi][pool][hold]") {
+    Rig rig;
+    http::Request r;
+    r.headers.add("Last-Event-ID", "17");
+    auto out = rig.run("hold_app", r, {6, 2});
+    REQUIRE(out.size() == 1);
+    REQUIRE(rig.frames_at_push == std::vector<size_t>{1});
+    const Completion& c = out.front();
+    CHECK(c.kind == Completion::Kind::hold);
+    CHECK(c.response.status == 200);
+    CHECK(c.response.body == ": wsgi head\n\n");
+    CHECK_FALSE(c.response.headers.has("M0-Hold"));
+    CHECK_FALSE(c.response.headers.has("Content-Length"));
+    CHECK(c.response.headers.get("Content-Type") == std::optional<std::string_view>("text/event-stream"));
+    CHECK(c.response.headers.get("x-worker") == std::optional<std::string_view>("wsgi-1"));
+    auto frames = rig.bus.peek();
+    REQUIRE(frames.size() == 1);
+    const auto& f = std::get<bus::HoldFrame>(frames.front());
+    CHECK(f.stream_url == bus::reserved_stream_url({6, 2}));
+    CHECK(f.cursor == 17);  // read before the app popped it
+    CHECK(f.channels == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("wsgi pool: a refused frame gives 503", "[wsgi][pool][hold]") {
+    Rig rig;
+    rig.bus.close();
+    auto out = rig.run("hold_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().kind == Completion::Kind::response);
+    CHECK(out.front().response.status == 503);
+}
+
+TEST_CASE("wsgi pool: without --realtime a hold degrades to an ordinary response", "[wsgi][pool][hold]") {
+    Rig rig(false);
+    auto out = rig.run("hold_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().kind == Completion::Kind::response);
+    CHECK(out.front().response.body == ": wsgi head\n\n");
+    CHECK_FALSE(out.front().response.headers.has("M0-Hold"));
+    CHECK_FALSE(out.front().response.headers.has("M0-Channel"));
+}
+
+TEST_CASE("wsgi pool: an unknown M0-Hold value is a 502", "[wsgi][pool][hold]") {
+    Rig rig;
+    auto out = rig.run("bad_hold_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().response.status == 502);
+    CHECK(rig.bus.queued() == 0);
+}
+
+TEST_CASE("wsgi pool: the environ follows PEP 3333", "[wsgi][pool]") {
+    Rig rig;
+    http::Request r;
+    r.method = "POST";
+    r.script_name = "/app";
+    r.path_info = "/x y";
+    r.query = "q=1";
+    r.body = "payload";
+    r.remote_addr = "127.0.0.1";
+    r.headers.add("Content-Type", "text/plain");
+    r.headers.add("X-Multi", "one");
+    r.headers.add("X-Multi", "two");
+    r.headers.add("X_Forged", "no");
+    auto out = rig.run("env_app", r);
+    REQUIRE(out.size() == 1);
+    const std::string& b = out.front().response.body;
+    CHECK(b.find("\"REQUEST_METHOD\": \"POST\"") != std::string::npos);
+    CHECK(b.find("\"SCRIPT_NAME\": \"/app\"") != std::string::npos);
+    CHECK(b.find("\"PATH_INFO\": \"/x y\"") != std::string::npos);
+    CHECK(b.find("\"QUERY_STRING\": \"q=1\"") != std::string::npos);
+    CHECK(b.find("\"CONTENT_TYPE\": \"text/plain\"") != std::string::npos);
+    CHECK(b.find("\"CONTENT_LENGTH\": \"7\"") != std::string::npos);
+    CHECK(b.find("\"SERVER_PORT\": \"8000\"") != std::string::npos);
+    CHECK(b.find("\"HTTP_X_MULTI\": \"one, two\"") != std::string::npos);
+    CHECK(b.find("X_FORGED") == std::string::npos);
+    CHECK(b.find("\"wsgi.url_scheme\": \"http\"") != std::string::npos);
+    CHECK(b.find("\"body\": \"payload\"") != std::string::npos);
+    CHECK(b.find("\"readline\": true") != std::string::npos);
+}
+
+TEST_CASE("wsgi pool: a generator body streams as head, chunks, end", "[wsgi][pool]") {
+    Rig rig;
+    auto out = rig.run("gen_app");
+    REQUIRE(out.size() == 5);
+    CHECK(out[0].kind == Completion::Kind::head);
+    CHECK(out[1].kind == Completion::Kind::chunk);
+    CHECK(out[1].data == "chunk 0\n");
+    CHECK(out[3].data == "chunk 2\n");
+    CHECK(out[4].kind == Completion::Kind::end);
+    CHECK_FALSE(out[4].aborted);
+}
+
+TEST_CASE("wsgi pool: a body that completes its Content-Length is one response", "[wsgi][pool]") {
+    Rig rig;
+    auto out = rig.run("sized_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().kind == Completion::Kind::response);
+    CHECK(out.front().response.body == "hello");
+}
+
+TEST_CASE("wsgi pool: write() sends before the returned body", "[wsgi][pool]") {
+    Rig rig;
+    auto out = rig.run("write_app");
+    std::string all;
+    for (auto& c : out) all += c.data;
+    CHECK(all == "written;returned");
+    CHECK(out.back().kind == Completion::Kind::end);
+}
+
+TEST_CASE("wsgi pool: close() is called whether the body succeeds or fails", "[wsgi][pool]") {
+    Rig rig;
+    http::Request fail;
+    fail.query = "fail";
+    auto ok = rig.run("closing_app");
+    auto bad = rig.run("closing_app", fail);
+    CHECK(ok.front().response.status == 200);
+    CHECK(bad.front().response.status == 500);
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject* mod = PyImport_ImportModule("m0_test_apps");
+    PyObject* closed = PyObject_GetAttrString(mod, "closed");
+    CHECK(PyList_Size(closed) == 2);
+    Py_XDECREF(closed);
+    Py_XDECREF(mod);
+    PyGILState_Release(g);
+}
+
+TEST_CASE("wsgi pool: an exception in the app is a 500 and the job is counted raised", "[wsgi][pool]") {
+    Rig rig;
+    auto out = rig.run("boom_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().response.status == 500);
+    CHECK(rig.pool.raised.load() == 1);
+}
