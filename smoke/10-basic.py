@@ -1,0 +1,563 @@
+#!/usr/bin/python3
+"""smoke-basic: HTTP/1.1 behaviour of m0serve serving the fixture Django
+project and the built-in mojo mount, its limits, its errors and its
+command line.
+
+Server (a fresh one per phase; limit phases add the one limit they test):
+
+    m0serve --listen 127.0.0.1:P --chdir fixtures/djangoproj \\
+            --mount /=djangoproj.wsgi:application --mount /native=mojo
+
+The validator phase mounts djangoproj.wsgi:validated_application (wsgiref's
+PEP 3333 checker) instead; the /boom phase sets DJANGO_PROPAGATE_EXCEPTIONS=1
+so the view's exception reaches the server.
+"""
+
+import os
+import re
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from m0smoke import (  # noqa: E402
+    DJANGO_ARGS, HOST, Conn, Fail, Smoke, build_request, check, check_error,
+    check_server_headers, chunked, form_body, free_port, http, sha256, short)
+
+SCRIPT = "10-basic"
+MIB = 1 << 20
+
+smoke = Smoke(SCRIPT, __doc__)
+
+
+def payload(n, seed=7):
+    """n deterministic bytes covering every byte value."""
+    out = bytearray(n)
+    x = seed
+    for i in range(n):
+        x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        out[i] = (x >> 16) & 0xFF
+    return bytes(out)
+
+
+def check_echo(r, body, what):
+    check(r.status == 200, "%s: %s %s" % (what, r.summary(), short(r.body, 160)))
+    j = r.json()
+    check(j.get("body_length") == len(body), "%s: body_length %r, want %d" % (what, j.get("body_length"), len(body)))
+    check(j.get("body_sha256") == sha256(body), "%s: body_sha256 differs (server saw other bytes)" % what)
+    return j
+
+
+def server(ctx, extra=(), **kw):
+    return ctx.server(DJANGO_ARGS + list(extra), **kw)
+
+
+@smoke.phase(1, "Django index: 200 with Date and Server: m0serve/0.1.0")
+def phase1(ctx):
+    srv = server(ctx)
+    r = http(srv.addr, "GET", "/")
+    check(r.status == 200, "GET /: %s %s" % (r.summary(), short(r.body, 160)))
+    check_server_headers(r)
+    check(b"m0serve demo" in r.body, "GET / body is not the demo page: %s" % short(r.body, 160))
+    r = http(srv.addr, "GET", "/native/hello")
+    check_server_headers(r)
+    if not srv.reused:
+        line = "m0serve: listening on %s:%d" % srv.addr
+        check(line in srv.log_text(), "no start-up line %r in the log" % line)
+
+
+@smoke.phase(2, "CSRF form round trip: csrftoken, POST with token -> 303 + sessionid, GET shows the note")
+def phase2(ctx):
+    srv = server(ctx)
+    c = ctx.connect(srv)
+    r = c.request("GET", "/form")
+    check(r.status == 200, "GET /form: %s" % r.summary())
+    token_cookie = r.cookies().get("csrftoken")
+    check(token_cookie, "GET /form set no csrftoken cookie (Set-Cookie %r)" % r.all("set-cookie"))
+    m = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', r.body)
+    check(m, "no csrfmiddlewaretoken in the form HTML")
+    token = m.group(1).decode()
+    note = "smoke-note-%d" % os.getpid()
+    ct = ("Content-Type", "application/x-www-form-urlencoded")
+    # Without the token: CSRF refuses (the middleware really runs).
+    r = c.request("POST", "/form", [ct, ("Cookie", "csrftoken=%s" % token_cookie)],
+                  form_body({"note": "no token"}))
+    check(r.status == 403, "POST /form without the token: want 403, got %s" % r.summary())
+    r = c.request("POST", "/form", [ct, ("Cookie", "csrftoken=%s" % token_cookie)],
+                  form_body({"csrfmiddlewaretoken": token, "note": note}))
+    check(r.status == 303, "POST /form with the token: want 303, got %s %s" % (r.summary(), short(r.body, 160)))
+    check((r.header("location") or "").endswith("/form"), "303 Location %r" % r.header("location"))
+    session = r.cookies().get("sessionid")
+    check(session, "POST /form set no sessionid cookie (Set-Cookie %r)" % r.all("set-cookie"))
+    r = c.request("GET", "/form", [("Cookie", "csrftoken=%s; sessionid=%s" % (token_cookie, session))])
+    check(r.status == 200, "GET /form with the session: %s" % r.summary())
+    check(('<span id="note">%s</span>' % note).encode() in r.body,
+          "GET /form does not show the saved note %r" % note)
+
+
+@smoke.phase(3, "1 MiB upload to /echo (Content-Length) echoed intact")
+def phase3(ctx):
+    srv = server(ctx)
+    body = payload(MIB)
+    r = http(srv.addr, "POST", "/echo", [("Content-Type", "application/octet-stream")], body, timeout=20)
+    j = check_echo(r, body, "POST /echo 1 MiB")
+    check(j["body"].encode("latin-1") == body, "echoed body differs")
+    check(j["environ"].get("CONTENT_LENGTH") == str(MIB), "CONTENT_LENGTH %r" % j["environ"].get("CONTENT_LENGTH"))
+
+
+@smoke.phase(4, "chunked request body to /echo echoed intact")
+def phase4(ctx):
+    srv = server(ctx)
+    body = payload(300001, seed=11)
+    sizes = [1, 15, 16, 4095, 4096, 65537, 100000]
+    parts, off = [], 0
+    for s in sizes:
+        parts.append(body[off:off + s])
+        off += s
+    parts.append(body[off:])
+    raw = chunked(parts, ext=";name=value")
+    c = ctx.connect(srv)
+    c.send(build_request("POST", "/echo", [("Transfer-Encoding", "chunked"),
+                                           ("Content-Type", "application/octet-stream")]) + raw)
+    r = c.read_response("POST", 20)
+    check_echo(r, body, "chunked POST /echo")
+    # The connection stays usable after a chunked body.
+    r = c.request("GET", "/native/hello")
+    check(r.status == 200 and r.body == b"hello from mojo\n", "request after the chunked one: %s" % r.summary())
+
+
+@smoke.phase(5, "Expect: 100-continue: interim 100 before the body, then the 1 MiB echo")
+def phase5(ctx):
+    srv = server(ctx)
+    body = payload(MIB, seed=3)
+    c = ctx.connect(srv)
+    c.send(build_request("POST", "/echo", [("Expect", "100-continue"), ("Content-Length", str(MIB))]))
+    interim = c.read_head(3.0)
+    check(interim.status == 100, "want the interim 100 before the body, got %s" % interim.summary())
+    check(interim.raw_head.startswith(b"HTTP/1.1 100"), "interim status line %s" % short(interim.raw_head))
+    c.send(body, timeout=20)
+    r = c.read_response("POST", 20)
+    check_echo(r, body, "POST /echo after 100-continue")
+
+
+@smoke.phase(6, "keep-alive: 3 pipelined requests in one send answered in order")
+def phase6(ctx):
+    srv = server(ctx)
+    c = ctx.connect(srv)
+    # The first is slow (WSGI pool), the second fast (mojo pool): the
+    # answers must still come in request order.
+    c.send(build_request("GET", "/slow?s=0.3") + build_request("GET", "/native/echo?n=2")
+           + build_request("GET", "/native/hello"))
+    r1 = c.read_response("GET", 5)
+    r2 = c.read_response("GET", 5)
+    r3 = c.read_response("GET", 5)
+    check(r1.status == 200 and r1.json().get("slept") == 0.3, "1st answer is not /slow: %s %s" % (
+        r1.summary(), short(r1.body)))
+    check(r2.status == 200 and r2.json().get("query") == "n=2", "2nd answer is not /native/echo?n=2: %s %s" % (
+        r2.summary(), short(r2.body)))
+    check(r3.status == 200 and r3.body == b"hello from mojo\n", "3rd answer is not /native/hello: %s %s" % (
+        r3.summary(), short(r3.body)))
+    check(not c.wait_eof(0.3), "the server closed a keep-alive connection")
+    r4 = c.request("GET", "/native/hello")
+    check(r4.status == 200, "4th request on the same connection: %s" % r4.summary())
+
+
+@smoke.phase(7, "HTTP/1.0: closes after the answer; with Connection: keep-alive stays open")
+def phase7(ctx):
+    srv = server(ctx)
+    c = ctx.connect(srv)
+    c.send(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    r = c.read_response("GET", 5)
+    check(r.status == 200, "HTTP/1.0 GET /: %s" % r.summary())
+    check(r.framing != "chunked", "chunked answer to an HTTP/1.0 request")
+    check(c.wait_eof(3.0), "the server kept an HTTP/1.0 connection open")
+    c = ctx.connect(srv)
+    c.send(b"GET /native/hello HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n")
+    r = c.read_response("GET", 5)
+    check(r.status == 200 and r.body == b"hello from mojo\n", "HTTP/1.0 keep-alive: %s" % r.summary())
+    check(not c.wait_eof(0.3), "HTTP/1.0 with Connection: keep-alive was closed")
+    c.send(b"GET /native/hello HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    r = c.read_response("GET", 5)
+    check(r.status == 200, "second HTTP/1.0 request on the kept connection: %s" % r.summary())
+    check(c.wait_eof(3.0), "HTTP/1.0 request without keep-alive did not close")
+
+
+@smoke.phase(8, "HEAD has no body (Django and mojo), the connection goes on")
+def phase8(ctx):
+    srv = server(ctx)
+    c = ctx.connect(srv)
+    for path in ("/echo", "/native/hello"):
+        c.send(build_request("HEAD", path) + build_request("GET", "/native/echo?after=head"))
+        h = c.read_response("HEAD", 5)
+        check(h.status == 200, "HEAD %s: %s" % (path, h.summary()))
+        check_server_headers(h)
+        r = c.read_response("GET", 5)
+        check(r.status == 200 and r.json().get("query") == "after=head",
+              "HEAD %s left bytes on the wire: the next answer is %s %s" % (path, r.summary(), short(r.body)))
+    c.send(build_request("HEAD", "/native/hello"))
+    h = c.read_response("HEAD", 5)
+    cl = h.header("content-length")
+    check(cl in (None, "16"), "HEAD /native/hello Content-Length %r, want 16 (as GET) or none" % cl)
+    check(c.pending() == b"", "bytes after a HEAD answer: %s" % short(c.buf))
+
+
+@smoke.phase(9, "/native/hello: 200 text/plain 'hello from mojo'")
+def phase9(ctx):
+    srv = server(ctx)
+    r = http(srv.addr, "GET", "/native/hello")
+    check(r.status == 200, "GET /native/hello: %s" % r.summary())
+    check((r.header("content-type") or "").split(";")[0] == "text/plain",
+          "Content-Type %r" % r.header("content-type"))
+    check(r.body == b"hello from mojo\n", "body %s" % short(r.body))
+    check_server_headers(r)
+
+
+@smoke.phase(10, "/native/echo: JSON method, path, query, lowercased headers, body")
+def phase10(ctx):
+    srv = server(ctx)
+    body = b'{"a": 1, "text": "plain ascii"}'
+    r = http(srv.addr, "POST", "/native/echo?x=1&y=two", [("X-Smoke-Test", "Value One"),
+                                                           ("Content-Type", "application/json")], body)
+    check(r.status == 200, "POST /native/echo: %s" % r.summary())
+    check((r.header("content-type") or "").split(";")[0] == "application/json",
+          "Content-Type %r" % r.header("content-type"))
+    j = r.json()
+    check(j.get("method") == "POST", "method %r" % j.get("method"))
+    check(j.get("path") == "/echo", "path %r, want '/echo' (PATH_INFO under /native)" % j.get("path"))
+    check(j.get("query") == "x=1&y=two", "query %r" % j.get("query"))
+    h = j.get("headers") or {}
+    check(h.get("x-smoke-test") == "Value One", "headers['x-smoke-test'] %r (headers %s)" % (
+        h.get("x-smoke-test"), short(h)))
+    check(all(k == k.lower() for k in h), "header names not lowercased: %r" % list(h))
+    check(j.get("body") == body.decode(), "body %r" % j.get("body"))
+    r = http(srv.addr, "GET", "/native/echo")
+    j = r.json()
+    check(j.get("method") == "GET" and j.get("query") == "" and j.get("body") == "",
+          "GET /native/echo: %s" % short(j))
+
+
+@smoke.phase(11, "431: a head over --max-header-size 4096, then close")
+def phase11(ctx):
+    srv = server(ctx, ["--max-header-size", "4096"])
+    r = http(srv.addr, "GET", "/native/hello", [("X-Small", "a" * 2000)])
+    check(r.status == 200, "a 2 KB head under the limit: %s" % r.summary())
+    c = ctx.connect(srv)
+    c.send(build_request("GET", "/native/hello", [("X-Big", "a" * 8000)]))
+    r = c.read_response("GET", 5)
+    check_error(r, 431, "8 KB head")
+    check_server_headers(r)
+    check(c.wait_eof(3.0), "connection not closed after 431")
+
+
+@smoke.phase(12, "413: a body over --max-body-size 1024 with Content-Length, then close")
+def phase12(ctx):
+    srv = server(ctx, ["--max-body-size", "1024"])
+    ok = payload(1024)
+    check_echo(http(srv.addr, "POST", "/echo", [], ok), ok, "1024-byte body at the limit")
+    c = ctx.connect(srv)
+    c.send(build_request("POST", "/echo", [], payload(2048)))
+    r = c.read_response("POST", 5)
+    check_error(r, 413, "2048-byte body")
+    check(c.wait_eof(3.0), "connection not closed after 413")
+
+
+@smoke.phase(13, "413 with Expect: 100-continue comes before the body is sent (no 100)")
+def phase13(ctx):
+    srv = server(ctx, ["--max-body-size", "1024"])
+    c = ctx.connect(srv)
+    c.send(build_request("POST", "/echo", [("Expect", "100-continue"), ("Content-Length", "2048")]))
+    r = c.read_response("POST", 3)
+    check(r.status != 100, "got 100 Continue for a body over the limit")
+    check_error(r, 413, "Expect: 100-continue with Content-Length 2048")
+    check(c.wait_eof(3.0), "connection not closed after 413")
+
+
+@smoke.phase(14, "413: a chunked body growing past --max-body-size 1024")
+def phase14(ctx):
+    srv = server(ctx, ["--max-body-size", "1024"])
+    c = ctx.connect(srv)
+    c.send(build_request("POST", "/echo", [("Transfer-Encoding", "chunked")])
+           + chunked([payload(700), payload(700, 5)]))
+    r = c.read_response("POST", 5)
+    check_error(r, 413, "chunked 1400 bytes")
+    check(c.wait_eof(3.0), "connection not closed after 413")
+
+
+@smoke.phase(15, "408: a partial head past --header-timeout 1, then close")
+def phase15(ctx):
+    srv = server(ctx, ["--header-timeout", "1"])
+    c = ctx.connect(srv)
+    t0 = time.monotonic()
+    c.send(b"GET /native/hello HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    r = c.read_response("GET", 5)
+    took = time.monotonic() - t0
+    check_error(r, 408, "partial head")
+    check(0.7 <= took <= 3.5, "408 after %.2fs with --header-timeout 1" % took)
+    check(c.wait_eof(3.0), "connection not closed after 408")
+
+
+@smoke.phase(16, "keep-alive idle close: --keepalive-timeout 1 closes an idle connection within ~3 s")
+def phase16(ctx):
+    srv = server(ctx, ["--keepalive-timeout", "1"])
+    c = ctx.connect(srv)
+    r = c.request("GET", "/native/hello")
+    check(r.status == 200, "GET /native/hello: %s" % r.summary())
+    t0 = time.monotonic()
+    closed = c.wait_eof(3.5)
+    took = time.monotonic() - t0
+    check(closed, "idle keep-alive connection still open after %.1fs" % took)
+    check(took >= 0.5, "closed after only %.2fs with --keepalive-timeout 1" % took)
+    check(c.buf == b"", "bytes sent on the idle close: %s" % short(c.buf))
+
+
+@smoke.phase(17, "--max-connections 2: a third connection gets 503 and close; a slot freed is reusable")
+def phase17(ctx):
+    srv = server(ctx, ["--max-connections", "2"])
+    # The start-up probe's connection (closed by this client) may not be
+    # reaped yet: retry a refused first or second connection for a while
+    # (a refused one is closed by the server, so it counts no more).
+    def served_conn(which):
+        r = None
+        deadline = time.monotonic() + 3.0
+        for _ in range(60):
+            c = ctx.connect(srv)
+            try:
+                c.read_until(lambda b: b"\r\n\r\n" in b, 0.05)
+                if not c.buf:
+                    r = c.request("GET", "/native/hello")
+                    if r.status == 200:
+                        return c
+                else:
+                    r = c.read_response("GET", 3)
+            except Fail as e:
+                r = e
+            c.close()
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        raise Fail("the %s of 2 connections is not served: %s" % (
+            which, r.summary() if hasattr(r, "summary") else r))
+    a = served_conn("first")
+    b = served_conn("second")
+    c = ctx.connect(srv)
+    # The 503 may come at accept, before any request: read first, so a
+    # request sent into a closed socket cannot reset the answer away.
+    c.read_until(lambda b: b"\r\n\r\n" in b, 1.0)
+    if not c.buf and not c.eof:
+        try:
+            c.send(build_request("GET", "/native/hello"))
+        except Fail:
+            pass
+    r = c.read_response("GET", 5)
+    check_error(r, 503, "third connection")
+    check(c.wait_eof(3.0), "third connection not closed after 503")
+    r = a.request("GET", "/native/hello")
+    check(r.status == 200, "first connection after the refusal: %s" % r.summary())
+    b.close()
+
+    def fourth():
+        d = Conn(srv.addr)
+        try:
+            return d.request("GET", "/native/hello").status == 200
+        except Fail:
+            return False
+        finally:
+            d.close()
+    deadline = time.monotonic() + 3.0
+    for _ in range(30):
+        if fourth():
+            return
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    raise Fail("after one of two connections closed, a new one is still refused")
+
+
+def bad_request(ctx, srv, raw, what):
+    c = ctx.connect(srv)
+    c.send(raw)
+    r = c.read_response("POST", 5)
+    check_error(r, 400, what)
+    check_server_headers(r)
+    check(c.wait_eof(3.0), "%s: connection not closed after 400" % what)
+
+
+@smoke.phase(18, "400 and close for a malformed request line")
+def phase18(ctx):
+    srv = server(ctx)
+    bad_request(ctx, srv, b"this is not http\r\n\r\n", "garbage request line")
+    bad_request(ctx, srv, b"GET /native/hello HTTP/1.1 extra\r\nHost: x\r\n\r\n", "request line with 4 parts")
+
+
+@smoke.phase(19, "400 for Content-Length with Transfer-Encoding")
+def phase19(ctx):
+    srv = server(ctx)
+    bad_request(ctx, srv, build_request("POST", "/echo", [("Content-Length", "5"),
+                                                          ("Transfer-Encoding", "chunked")])
+                + b"5\r\nhello\r\n0\r\n\r\n", "CL + TE")
+
+
+@smoke.phase(20, "400 for two differing Content-Lengths")
+def phase20(ctx):
+    srv = server(ctx)
+    bad_request(ctx, srv, build_request("POST", "/echo", [("Content-Length", "5"), ("Content-Length", "6")])
+                + b"hello!", "Content-Length 5 and 6")
+
+
+@smoke.phase(21, "400 for a bad chunk size")
+def phase21(ctx):
+    srv = server(ctx)
+    bad_request(ctx, srv, build_request("POST", "/echo", [("Transfer-Encoding", "chunked")])
+                + b"zz\r\nhello\r\n0\r\n\r\n", "chunk size 'zz'")
+
+
+@smoke.phase(22, "/boom -> 500 (text/plain, traceback logged), the next request on a new connection is 200")
+def phase22(ctx):
+    srv = server(ctx, env={"DJANGO_PROPAGATE_EXCEPTIONS": "1"})
+    r = http(srv.addr, "GET", "/boom")
+    check_error(r, 500, "GET /boom")
+    check_server_headers(r)
+    r = http(srv.addr, "GET", "/")
+    check(r.status == 200, "GET / after /boom: %s" % r.summary())
+    if not srv.reused:
+        log = srv.log_text()
+        check("Traceback" in log and "RuntimeError: boom" in log,
+              "the server log has no traceback of RuntimeError('boom')")
+
+
+@smoke.phase(23, "/stream-generator: chunked on HTTP/1.1, streamed as yielded; close-delimited on HTTP/1.0")
+def phase23(ctx):
+    srv = server(ctx)
+    want = b"".join(b"chunk %d\n" % n for n in range(1, 6))
+    c = ctx.connect(srv)
+    c.send(build_request("GET", "/stream-generator?delay=0.2"))
+    head = c.read_head(5)
+    check(head.status == 200, "GET /stream-generator: %s" % head.summary())
+    check(head.header("transfer-encoding") == "chunked", "Transfer-Encoding %r, want chunked" %
+          head.header("transfer-encoding"))
+    check(not head.has("content-length"), "a chunked answer with Content-Length")
+    c.read_until(lambda b: b"chunk 1\n" in b, 3)
+    t1 = time.monotonic()
+    check(b"chunk 1\n" in c.buf, "first chunk not received: %s" % short(c.buf))
+    check(b"chunk 5\n" not in c.buf, "all chunks arrived together: the body was not streamed")
+    r = c.read_body(head, "GET", 5)
+    t5 = time.monotonic()
+    check(r.body == want, "decoded body %s, want %s" % (short(r.body), short(want)))
+    check(t5 - t1 >= 0.5, "chunks 1..5 arrived within %.2fs; they are 0.2s apart" % (t5 - t1))
+    r = c.request("GET", "/native/hello")
+    check(r.status == 200, "request after the chunked answer: %s" % r.summary())
+    c = ctx.connect(srv)
+    c.send(b"GET /stream-generator HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    r = c.read_response("GET", 5)
+    check(r.framing in ("close", "length"), "HTTP/1.0 answer framed %r" % r.framing)
+    check(r.body == want, "HTTP/1.0 body %s" % short(r.body))
+
+
+@smoke.phase(24, "wsgiref validator app: /, /echo POST, /form, /stream-generator with no validator error logged")
+def phase24(ctx):
+    srv = ctx.server(["--chdir", "fixtures/djangoproj", "--mount", "/=djangoproj.wsgi:validated_application",
+                      "--mount", "/native=mojo"])
+    c = ctx.connect(srv)
+    r = c.request("GET", "/")
+    check(r.status == 200, "validated GET /: %s" % r.summary())
+    body = payload(100000, seed=5)
+    check_echo(c.request("POST", "/echo", [("Content-Type", "application/octet-stream")], body, 10), body,
+               "validated POST /echo")
+    check_echo(c.request("POST", "/echo?q=1", [("Transfer-Encoding", "chunked")], chunked([body[:500], body[500:]]),
+                         10, auto_length=False), body, "validated chunked POST /echo")
+    r = c.request("GET", "/form")
+    check(r.status == 200, "validated GET /form: %s" % r.summary())
+    r = c.request("GET", "/stream-generator")
+    check(r.status == 200 and r.body == b"".join(b"chunk %d\n" % n for n in range(1, 6)),
+          "validated /stream-generator: %s %s" % (r.summary(), short(r.body)))
+    r = c.request("HEAD", "/echo")
+    check(r.status == 200, "validated HEAD /echo: %s" % r.summary())
+    # Django logs a 404 to Python's sys.stderr: its line in the server log
+    # shows the grep below can see what the validator would print.
+    r = c.request("GET", "/no-such-page-smoke")
+    check(r.status == 404, "validated GET /no-such-page-smoke: %s" % r.summary())
+    c.close()
+    if srv.reused:
+        return
+    srv.stop()
+    log = srv.log_text()
+    check("Not Found: /no-such-page-smoke" in log,
+          "Python's stderr does not reach the server log (no Django 404 line); the validator grep would be blind")
+    for word in ("AssertionError", "WSGIWarning", "Traceback"):
+        check(word not in log, "the server log has %r: %s" % (word, short(
+            [l for l in log.splitlines() if word in l][:3])))
+
+
+def bad_flag(ctx, args, what, timeout=20.0):
+    rc, out, err = ctx.run_binary(args, timeout, label="%s-phase%d-%s" % (SCRIPT, ctx.number, what))
+    check(rc is not None, "%s: still running after %.0fs" % (what, timeout))
+    lines = [l for l in err.splitlines() if l.strip()]
+    check(rc == 2, "%s: exit code %r, want 2 (stderr %s)" % (what, rc, short(err)))
+    check(len(lines) == 1, "%s: %d lines on stderr, want 1: %s" % (what, len(lines), short(err)))
+    return lines[0]
+
+
+@smoke.phase(25, "bad flags exit 2 with one line on stderr: unknown flag")
+def phase25(ctx):
+    bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--no-such-flag"] + DJANGO_ARGS, "unknown-flag")
+    bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--blocking-threads", "many"] + DJANGO_ARGS,
+             "bad-number")
+
+
+@smoke.phase(26, "bad flags exit 2 with one line on stderr: bad mount spec --mount nope")
+def phase26(ctx):
+    bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--chdir", "fixtures/djangoproj",
+                   "--mount", "nope"], "bad-mount")
+
+
+@smoke.phase(27, "bad flags exit 2 with one line on stderr: unimportable app --mount /=no.such:app")
+def phase27(ctx):
+    line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--chdir", "fixtures/djangoproj",
+                          "--mount", "/=no.such:app"], "unimportable")
+    check("no.such" in line, "the one line does not name the module: %r" % line)
+
+
+@smoke.phase(28, "bad flags exit 2 with one line on stderr: port in use")
+def phase28(ctx):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((HOST, 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        bad_flag(ctx, ["--listen", "127.0.0.1:%d" % port] + DJANGO_ARGS, "port-in-use")
+    finally:
+        s.close()
+
+
+@smoke.phase(29, "SIGTERM while /slow?s=1 is in flight: it completes 200, the server exits 0")
+def phase29(ctx):
+    srv = server(ctx)
+    srv.require_own("it sends SIGTERM")
+    c = ctx.connect(srv)
+    c.send(build_request("GET", "/slow?s=1"))
+    time.sleep(0.3)
+    check(c.pending() == b"", "/slow?s=1 answered within 0.3s")
+    srv.terminate()
+    r = c.read_response("GET", 5)
+    check(r.status == 200 and r.json().get("slept") == 1.0, "in-flight /slow?s=1 after SIGTERM: %s %s" % (
+        r.summary(), short(r.body)))
+    rc = srv.wait_exit(12.0)
+    if rc is None:
+        srv.kill()
+        raise Fail("the server did not exit within 12s of SIGTERM (killed)")
+    check(rc == 0, "the server exited %d after SIGTERM, want 0" % rc)
+
+
+@smoke.phase(30, "mojo refusals: /native/hold without channel -> 400, /native/stream (a stream, not a hold) -> 409")
+def phase30(ctx):
+    srv = server(ctx, ["--realtime"])
+    c = ctx.connect(srv)
+    check_error(c.request("GET", "/native/hold"), 400, "/native/hold without channel")
+    r = c.request("GET", "/native/stream")
+    check_error(r, 409, "/native/stream")
+    r = c.request("GET", "/native/hello")
+    check(r.status == 200, "/native/hello after the refusals: %s" % r.summary())
+
+
+if __name__ == "__main__":
+    sys.exit(smoke.main())

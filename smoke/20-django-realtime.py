@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""smoke-django-realtime: holds taken by the WSGI pool (a Django view), the
+shared id counter, heartbeats, the admin listener and the publish boundary.
+
+Server (a fresh one per phase, so the id counter starts at 1):
+
+    m0serve --listen 127.0.0.1:P --chdir fixtures/djangoproj \\
+            --mount /=djangoproj.wsgi:application --mount /native=mojo \\
+            --realtime --heartbeat 0.5 --blocking-threads 2 \\
+            --admin-listen 127.0.0.1:P2 --admin-key-file build/smoke-logs/...key
+
+The last phase starts one without --realtime.
+"""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from m0smoke import (  # noqa: E402
+    DJANGO_ARGS, Smoke, build_request, check, check_error, check_hold_head, check_server_headers,
+    check_stream, expect_events, http, leave, metric, metrics,
+    publish_admin, publish_django, read_head_body, short, wait_metric)
+
+SCRIPT = "20-django-realtime"
+DJANGO_HEAD = b": django hold\n\n"
+ADMIN_KEY = "smoke-admin-key-7f3a9c"
+
+smoke = Smoke(SCRIPT, __doc__)
+
+
+def rt_server(ctx, extra=()):
+    key_file = ctx.tmpfile("admin.key", ADMIN_KEY + "\n")
+    args = DJANGO_ARGS + ["--realtime", "--heartbeat", "0.5", "--blocking-threads", "2",
+                          "--admin-key-file", key_file] + list(extra)
+    return ctx.server(args, admin=True, admin_key=ADMIN_KEY)
+
+
+def hold_path(channel):
+    return "/hold?channel=%s" % channel
+
+
+def django_hold(ctx, srv, channel, headers=()):
+    c, head = ctx.hold(srv, hold_path(channel), headers)
+    # Django's middleware adds its own headers (X-Frame-Options, ...);
+    # the hold's own are checked exactly.
+    check_hold_head(head, "wsgi", exact_names=False)
+    read_head_body(c, DJANGO_HEAD)
+    return c, head
+
+
+@smoke.phase(1, "Django hold: exact head (200, event-stream, no-cache, close, x-worker wsgi-N, no CL/TE), head body")
+def phase1(ctx):
+    srv = rt_server(ctx)
+    c, head = django_hold(ctx, srv, "rt1")
+    check(not c.eof, "the server closed the Django hold after its head")
+    check_stream(c.buf[len(DJANGO_HEAD):], [], "Django hold before any publish")
+
+
+@smoke.phase(2, "events published via Django /publish: ids 1 and 2 from the shared counter, 'id: N' / 'data:' lines")
+def phase2(ctx):
+    srv = rt_server(ctx)
+    c, _ = django_hold(ctx, srv, "rt2")
+    id1 = publish_django(srv.addr, "rt2", "one")
+    id2 = publish_django(srv.addr, "rt2", "two")
+    if srv.fresh:
+        check((id1, id2) == (1, 2), "publish ids %r, want (1, 2) on a fresh server" % ((id1, id2),))
+    expect_events(c, DJANGO_HEAD, [(id1, "one"), (id2, "two")], what="Django hold")
+
+
+@smoke.phase(3, "event names and multi-line data: 'event:' line, one 'data:' line per line")
+def phase3(ctx):
+    srv = rt_server(ctx)
+    c, _ = django_hold(ctx, srv, "rt3")
+    a = publish_django(srv.addr, "rt3", "line one\nline two\nline three", event="update")
+    b = publish_django(srv.addr, "rt3", "crlf one\r\ncrlf two")  # normalised to LF by m0.publish
+    d = publish_django(srv.addr, "rt3", "plain", event="note")
+    expect_events(c, DJANGO_HEAD, [(a, "line one\nline two\nline three", "update"),
+                                   (b, "crlf one\ncrlf two"), (d, "plain", "note")],
+                  what="Django hold")
+
+
+@smoke.phase(4, "heartbeat comments ':' arrive while idle (--heartbeat 0.5)")
+def phase4(ctx):
+    srv = rt_server(ctx)
+    c, _ = django_hold(ctx, srv, "rt4")
+    c.read_until(lambda b: False, 2.0)
+    check(not c.eof, "the server closed the idle hold; body %s" % short(c.buf))
+    hb = check_stream(c.buf[len(DJANGO_HEAD):], [], "idle Django hold")
+    check(2 <= hb <= 6, "%d heartbeats in 2s with --heartbeat 0.5, want 2..6 (body %s)" % (
+        hb, short(c.buf[len(DJANGO_HEAD):])))
+
+
+@smoke.phase(5, "admin POST /publish: 200 {'id'} with the bearer key and delivered; 401 without or with a wrong key")
+def phase5(ctx):
+    srv = rt_server(ctx)
+    check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN and SERVER_ADMIN_KEY)")
+    c, _ = django_hold(ctx, srv, "rt5")
+    r = publish_admin(srv.admin, None, "rt5", "no key", expect=401)
+    check_server_headers(r)
+    publish_admin(srv.admin, "wrong-" + ADMIN_KEY, "rt5", "bad key", expect=401)
+    i = publish_admin(srv.admin, srv.admin_key, "rt5", "from admin", event="adm")
+    j = publish_django(srv.addr, "rt5", "from django")
+    check(j == i + 1, "admin id %d then Django id %d: not one shared counter" % (i, j))
+    if srv.fresh:
+        check(i == 1, "first accepted publish got id %d, want 1 (did a refused one take an id?)" % i)
+    expect_events(c, DJANGO_HEAD, [(i, "from admin", "adm"), (j, "from django")], what="Django hold")
+
+
+@smoke.phase(6, "/metrics: m0_holds_open 1 while held, 0 after the leave; a later publish counts as published, not delivered")
+def phase6(ctx):
+    srv = rt_server(ctx)
+    check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN)")
+    base = metric(metrics(srv.admin), "m0_holds_open")
+    if srv.fresh:
+        check(base == 0, "m0_holds_open is %g before any hold" % base)
+    c, _ = django_hold(ctx, srv, "rt6")
+    wait_metric(srv.admin, "m0_holds_open", base + 1, 3.0, "while held")
+    m = metrics(srv.admin)
+    d0 = metric(m, "m0_events_delivered_total")
+    eid = publish_django(srv.addr, "rt6", "held")
+    expect_events(c, DJANGO_HEAD, [(eid, "held")], what="Django hold")
+    wait_metric(srv.admin, "m0_events_delivered_total", d0 + 1, 3.0, "after one delivery")
+    leave(c)
+    wait_metric(srv.admin, "m0_holds_open", base, 3.0, "after the client left")
+    m = metrics(srv.admin)
+    p1, d1 = metric(m, "m0_events_published_total"), metric(m, "m0_events_delivered_total")
+    publish_admin(srv.admin, srv.admin_key, "rt6", "after the leave")
+    wait_metric(srv.admin, "m0_events_published_total", p1 + 1, 3.0, "after the publish")
+    time.sleep(0.3)
+    d2 = metric(metrics(srv.admin), "m0_events_delivered_total")
+    check(d2 == d1, "m0_events_delivered_total %g -> %g after a publish nobody holds" % (d1, d2))
+
+
+REFUSED = [("m0.slot.1", "reserved prefix"), ("a\nb", "LF"), ("", "empty"),
+           ("a\rb", "CR"), ("a\x00b", "NUL"), ("x" * 257, "257 bytes")]
+
+
+@smoke.phase(7, "refused channel names (m0.slot.1, 'a\\nb', empty, CR, NUL, 257 bytes) -> 400 from /publish and admin")
+def phase7(ctx):
+    srv = rt_server(ctx)
+    check(srv.admin is not None, "no admin listener")
+    c, _ = django_hold(ctx, srv, "rt7")
+    for name, why in REFUSED:
+        publish_django(srv.addr, name, "refused", expect=400)
+        r = publish_admin(srv.admin, srv.admin_key, name, "refused", expect=400)
+        check(r.body.strip(), "admin 400 for %s has no reason in its body" % why)
+    # The reserved namespace is refused on the admin JSON path too when
+    # the name is only reserved after JSON decoding (an escaped prefix).
+    publish_admin(srv.admin, srv.admin_key, "m0.slot.1", "x", expect=400,
+                  raw_json=b'{"channel": "m0\\u002eslot.7", "data": "x"}')
+    ok = publish_admin(srv.admin, srv.admin_key, "rt7", "accepted")
+    if srv.fresh:
+        check(ok == 1, "the accepted publish got id %d, want 1: refused publishes took ids" % ok)
+    expect_events(c, DJANGO_HEAD, [(ok, "accepted")], what="Django hold")
+
+
+@smoke.phase(8, "Last-Event-ID on a Django hold mutes ids <= cursor")
+def phase8(ctx):
+    srv = rt_server(ctx)
+    first = publish_django(srv.addr, "rt8", "before")
+    cursor = first + 2
+    c, _ = django_hold(ctx, srv, "rt8", [("Last-Event-ID", str(cursor))])
+    ids = [publish_django(srv.addr, "rt8", d) for d in ("two", "three", "four")]
+    check(ids == [first + 1, first + 2, first + 3], "publish ids %r" % ids)
+    expect_events(c, DJANGO_HEAD, [(ids[2], "four")], what="Django hold with Last-Event-ID: %d" % cursor)
+
+
+@smoke.phase(9, "holds keep no pool thread: 3 Django holds on 2 threads, / still served, one publish reaches all 3")
+def phase9(ctx):
+    srv = rt_server(ctx)
+    holds = [django_hold(ctx, srv, "rt9")[0] for _ in range(3)]
+    r = http(srv.addr, "GET", "/", timeout=3.0)
+    check(r.status == 200, "GET / with 3 holds open on 2 threads: %s" % r.summary())
+    eid = publish_django(srv.addr, "rt9", "to all", timeout=3.0)
+    for i, c in enumerate(holds):
+        expect_events(c, DJANGO_HEAD, [(eid, "to all")], settle=0.0, what="hold %d of 3" % (i + 1))
+
+
+@smoke.phase(10, "without --realtime: /hold is 200 with Content-Length and ': django hold', no M0-*; /publish 503")
+def phase10(ctx):
+    srv = ctx.server(DJANGO_ARGS + ["--blocking-threads", "2"])
+    c = ctx.connect(srv)
+    r = c.request("GET", hold_path("rt10"))
+    check(r.status == 200, "degraded Django hold: %s %s" % (r.summary(), short(r.body, 120)))
+    check(r.framing == "length", "degraded hold framing %r, want Content-Length" % r.framing)
+    check(r.body == DJANGO_HEAD, "degraded hold body %s, want %s" % (short(r.body), short(DJANGO_HEAD)))
+    m0 = [n for n, _ in r.headers if n.lower().startswith("m0-")]
+    check(not m0, "degraded hold still carries %r" % m0)
+    check_server_headers(r)
+    publish_django(srv.addr, "rt10", "nobody", expect=503)
+
+
+@smoke.phase(11, "--max-holds 1: a second hold (Django or mojo) gets 503 with Retry-After; a freed slot holds again")
+def phase11(ctx):
+    srv = rt_server(ctx, ["--max-holds", "1"])
+    check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN)")
+    base = metric(metrics(srv.admin), "m0_holds_open")
+    c, _ = django_hold(ctx, srv, "rt11")
+    for path in (hold_path("rt11"), "/native/hold?channel=rt11"):
+        d = ctx.connect(srv)
+        d.send(build_request("GET", path))
+        r = d.read_response("GET", 5)
+        check_error(r, 503, "second hold %s" % path)
+        check(r.has("retry-after"), "503 past --max-holds has no Retry-After: %s" % short(r.raw_head))
+        d.close()
+    leave(c)
+    wait_metric(srv.admin, "m0_holds_open", base, 3.0, "after the only hold left")
+    c, _ = django_hold(ctx, srv, "rt11")
+    eid = publish_django(srv.addr, "rt11", "again")
+    expect_events(c, DJANGO_HEAD, [(eid, "again")], what="hold after the slot was freed")
+
+
+if __name__ == "__main__":
+    sys.exit(smoke.main())
