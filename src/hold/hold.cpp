@@ -83,13 +83,12 @@ bool send_hold_frame(bus::BusChannel* bus, SlotRef slot, uint64_t cursor,
 }
 
 void post_response(const Handoff& h, SlotRef slot, http::Response resp) {
-    h.at(Point::before_post, slot);
     Completion c;
     c.kind = Completion::Kind::response;
     c.slot = slot;
     c.response = std::move(resp);
     h.ring->push(std::move(c));
-    h.at(Point::after_post, slot);
+    h.at(Point::completion_posted, slot);
 }
 
 void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response head,
@@ -114,7 +113,6 @@ void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response
             return;
         }
     }
-    h.at(Point::before_frame, slot);
     // The frame goes first: the loop subscribes the slot before it writes the head.
     std::string worker(head.headers.get("x-worker").value_or(""));
     if (!send_hold_frame(h.bus, slot, cursor, std::move(d.channels), std::move(worker))) {
@@ -125,13 +123,13 @@ void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response
         post_response(h, slot, std::move(r));
         return;
     }
-    h.at(Point::before_post, slot);
+    h.at(Point::frame_sent, slot);
     Completion c;
     c.kind = Completion::Kind::hold;
     c.slot = slot;
     c.response = std::move(head);
     h.ring->push(std::move(c));
-    h.at(Point::after_post, slot);
+    h.at(Point::completion_posted, slot);
 }
 
 }  // namespace m0::hold

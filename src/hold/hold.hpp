@@ -29,9 +29,12 @@
 
 namespace m0::hold {
 
-// Points in a job's hand-off where a test may park the pool thread
-// (see Handoff::hook); production leaves the hook empty.
-enum class Point { handler_start, before_frame, before_post, after_post };
+// Points in a job's hand-off where a test may park the pool thread (see
+// Handoff::hook); production leaves the hook empty. Each point sits right
+// after the operation it names, so a test that runs the loop while a thread
+// is parked sees exactly what that operation queued, in the order the code
+// queued it.
+enum class Point { handler_start, frame_sent, completion_posted };
 
 // What a pool needs to hand its work back; shared by the pool's threads, read-only.
 struct Handoff {

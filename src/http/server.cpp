@@ -129,10 +129,11 @@ void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
         // Over --max-connections: answer at once and close; the socket is fresh,
         // so the short answer fits its send buffer.
         metrics_.connections_refused.fetch_add(1);
-        static const char msg[] =
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: "
-            "21\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many connections\n";
-        ssize_t ignored = ::send(fd, msg, sizeof msg - 1, MSG_NOSIGNAL);
+        std::string msg = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                          "Date: " + date_header() + "\r\nServer: " + cfg_.server_header +
+                          "\r\nRetry-After: 1\r\nContent-Length: 21\r\nConnection: close\r\n\r\n"
+                          "too many connections\n";
+        ssize_t ignored = ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
         (void)ignored;
         ::shutdown(fd, SHUT_WR);
         evutil_closesocket(fd);

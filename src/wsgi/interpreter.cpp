@@ -88,6 +88,23 @@ bool prepend_path(const std::string& dir) {
 }
 }  // namespace
 
+std::string exception_summary() {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    std::string out = "unknown error";
+    if (type) {
+        const char* name = reinterpret_cast<PyTypeObject*>(type)->tp_name;
+        out = name ? name : "Exception";
+        PyObject* s = value ? PyObject_Str(value) : nullptr;
+        const char* text = s ? PyUnicode_AsUTF8(s) : nullptr;
+        if (text && *text) out.append(": ").append(text);
+        Py_XDECREF(s);
+    }
+    PyErr_Restore(type, value, tb);  // still set: the caller may log the traceback
+    return out;
+}
+
 void log_exception(const std::string& context) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -157,8 +174,13 @@ PyObject* load_app(const std::string& spec, std::string& err) {
     }
     PyObject* obj = PyImport_ImportModule(module.c_str());
     if (!obj) {
-        log_exception("cannot import " + module);
-        err = "cannot import '" + module + "' for mount spec '" + spec + "' (traceback above)";
+        // One line for the user; the traceback with --log-level debug.
+        std::string summary = exception_summary();
+        if (log::enabled(log::Level::debug))
+            log_exception("cannot import " + module);
+        else
+            PyErr_Clear();
+        err = "cannot import '" + module + "' for --mount spec '" + spec + "': " + summary;
         return nullptr;
     }
     size_t start = 0;

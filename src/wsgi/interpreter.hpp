@@ -37,6 +37,9 @@ void release_main_gil();
 // Retakes the GIL and finalizes. Call after the pools are joined.
 void stop();
 
+// "Type: message" of the current Python exception, which stays set. GIL held.
+std::string exception_summary();
+
 // Logs the current Python exception (one line plus the traceback) and clears
 // it. GIL held.
 void log_exception(const std::string& context);
