@@ -5,6 +5,9 @@
 namespace m0::bus {
 
 void Subscriptions::subscribe(SlotRef slot, const std::vector<std::string>& channels) {
+    auto old = by_slot_.find(slot.index);
+    if (old != by_slot_.end() && old->second.first != slot.gen)
+        unsubscribe_all(SlotRef{slot.index, old->second.first});  // a stale generation's leftovers
     auto& entry = by_slot_[slot.index];
     entry.first = slot.gen;
     for (const auto& c : channels) {

@@ -1,6 +1,5 @@
 // The SSE encoder and the pool side of a hold: read_cursor and take_stream_hold.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "hold/hold.hpp"
@@ -118,8 +117,7 @@ size_t count(const http::Headers& h, std::string_view name) {
 
 }  // namespace
 
-TEST_CASE("hold: take_stream_hold without M0-Hold decides nothing and changes nothing",
-          "[hold]") {
+TEST_CASE("hold: take_stream_hold without M0-Hold decides nothing and changes nothing", "[hold]") {
     http::Response r = hold_answer(nullptr, "news");  // M0-Channel alone is not a hold
     http::Response before = r;
     auto d = hold::take_stream_hold(r, "mojo-0", true);

@@ -55,8 +55,17 @@ int RequestParser::on_url(http_parser* p, const char* at, size_t n) {
 
 int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
-    if (!s->count_head(n + 4)) return s->fail(431, "request head too large");
+    // ": " and CRLF counted once per header, not once per callback (byte-by-byte reads).
+    if (!s->count_head(n + (s->last_was_value_ || s->field_.empty() ? 4 : 0)))
+        return s->fail(431, "request head too large");
     if (s->last_was_value_) s->field_.clear();  // a new header begins
+    // RFC 9110 §6.5.1: trailer fields are not merged into the header section;
+    // they are counted against the limit and dropped.
+    if (s->head_done_) {
+        s->last_was_value_ = false;
+        s->field_ = "x";
+        return 0;
+    }
     s->field_.append(at, n);
     s->last_was_value_ = false;
     return 0;
@@ -65,6 +74,10 @@ int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
 int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
     if (!s->count_head(n)) return s->fail(431, "request head too large");
+    if (s->head_done_) {  // a trailer field's value: dropped
+        s->last_was_value_ = true;
+        return 0;
+    }
     if (!s->last_was_value_) s->req_.headers.add(s->field_, std::string());
     s->req_.headers.items.back().second.append(at, n);
     s->last_was_value_ = true;
@@ -79,6 +92,12 @@ int RequestParser::on_headers_complete(http_parser* p) {
     r.version_minor = p->http_minor;
     if (r.version_major != 1) return s->fail(505, "only HTTP/1.x is served");
     if (p->method == HTTP_CONNECT) return s->fail(405, "CONNECT is not served");
+
+    // RFC 9110 §5.5: a field value excludes leading and trailing whitespace
+    // (the parser strips the leading part).
+    for (auto& kv : r.headers.items)
+        while (!kv.second.empty() && (kv.second.back() == ' ' || kv.second.back() == '\t'))
+            kv.second.pop_back();
 
     // Split the target: origin-form "/path?query", "*" (OPTIONS), or absolute-form.
     const std::string& t = r.target;

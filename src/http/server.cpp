@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cassert>
+#include <charconv>
 #include <cstring>
 #include <ctime>
 
@@ -125,7 +126,7 @@ void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
         inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
         port = ntohs(in->sin_port);
     }
-    if (!admin && open_ >= cfg_.max_connections) {
+    if (!admin && open_clients_ >= cfg_.max_connections) {
         // Over --max-connections: answer at once and close; the socket is fresh,
         // so the short answer fits its send buffer.
         metrics_.connections_refused.fetch_add(1);
@@ -172,8 +173,11 @@ SlotRef Server::adopt(int fd, std::string remote_addr, uint16_t remote_port, boo
     bufferevent_enable(c.bev, EV_READ | EV_WRITE);
     slots_[slot.index].conn = std::move(conn);
     ++open_;
-    metrics_.connections_open.fetch_add(1);
-    metrics_.connections_total.fetch_add(1);
+    if (!admin) {
+        ++open_clients_;
+        metrics_.connections_open.fetch_add(1);
+        metrics_.connections_total.fetch_add(1);
+    }
     arm_timer(c, cfg_.header_timeout);
     return slot;
 }
@@ -385,8 +389,10 @@ void Server::send_whole(Conn& c, Response& r) {
     if (!bodiless(r.status)) {
         size_t len = r.body.size();
         if (c.head_request) {
-            // HEAD: the Content-Length the GET would have had.
-            if (auto v = r.headers.get("Content-Length")) len = std::stoull(std::string(*v));
+            // HEAD: the Content-Length the GET would have had (a malformed one is
+            // ignored: nothing may throw on the loop thread).
+            if (auto v = r.headers.get("Content-Length"))
+                std::from_chars(v->data(), v->data() + v->size(), len);
         }
         framing = "Content-Length: " + std::to_string(len) + "\r\n";
     }
@@ -544,7 +550,10 @@ void Server::close_conn(Conn& c) {
     std::unique_ptr<Conn> dead = std::move(entry.conn);
     free_slots_.push_back(slot.index);
     --open_;
-    metrics_.connections_open.fetch_sub(1);
+    if (!dead->admin) {
+        --open_clients_;
+        metrics_.connections_open.fetch_sub(1);
+    }
     dead.reset();
     if (shutting_down_) check_drained();
 }

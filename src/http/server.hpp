@@ -159,7 +159,8 @@ private:
     };
     std::vector<SlotEntry> slots_;
     std::vector<uint32_t> free_slots_;
-    size_t open_ = 0;
+    size_t open_ = 0;          // connections, admin ones too
+    size_t open_clients_ = 0;  // client connections (--max-connections)
     bus::Subscriptions subs_;
     std::unordered_set<uint32_t> holding_;  // slot indices in Phase::holding
 

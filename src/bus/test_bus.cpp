@@ -1,0 +1,346 @@
+// The bus: channel and event names, the reserved per-slot namespace, the bus
+// channel (one shared counter, id order = queue order, refusals), and the
+// subscription table.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "bus/channel.hpp"
+#include "bus/names.hpp"
+#include "bus/subscriptions.hpp"
+
+using namespace m0;
+using namespace m0::bus;
+
+namespace {
+
+std::vector<uint64_t> queued_ids(const BusChannel& ch) {
+    std::vector<uint64_t> ids;
+    for (const Frame& f : ch.peek())
+        if (auto* p = std::get_if<PublishFrame>(&f)) ids.push_back(p->id);
+    return ids;
+}
+
+}  // namespace
+
+// ---- names -----------------------------------------------------------------
+
+TEST_CASE("bus names: check_channel accepts ordinary names and refuses the bad ones",
+          "[bus][names]") {
+    SECTION("ordinary names") {
+        CHECK(check_channel("news") == NameError::ok);
+        CHECK(check_channel("room.42/updates:v1") == NameError::ok);
+        CHECK(check_channel(" spaced name ") == NameError::ok);
+        CHECK(check_channel("m0.slots") == NameError::ok);  // not the "m0.slot." prefix
+        CHECK(check_channel("m0.slot") == NameError::ok);
+        CHECK(check_channel(std::string(kMaxChannelName, 'a')) == NameError::ok);
+    }
+    SECTION("empty") { CHECK(check_channel("") == NameError::empty); }
+    SECTION("too long") {
+        CHECK(check_channel(std::string(kMaxChannelName + 1, 'a')) == NameError::too_long);
+    }
+    SECTION("CR, LF, NUL and the M0-Channel separator") {
+        CHECK(check_channel("a\rb") == NameError::bad_char);
+        CHECK(check_channel("a\nb") == NameError::bad_char);
+        CHECK(check_channel(std::string("a\0b", 3)) == NameError::bad_char);
+        CHECK(check_channel("a,b") == NameError::bad_char);
+        CHECK(check_channel("\n") == NameError::bad_char);
+    }
+    SECTION("the reserved prefix") {
+        CHECK(check_channel("m0.slot.1.2") == NameError::reserved);
+        CHECK(check_channel("m0.slot.") == NameError::reserved);
+        CHECK(check_channel("m0.slot.anything") == NameError::reserved);
+    }
+    SECTION("every error has a reason of its own") {
+        std::vector<std::string> reasons;
+        for (auto e :
+             {NameError::empty, NameError::too_long, NameError::bad_char, NameError::reserved})
+            reasons.emplace_back(reason(e));
+        for (size_t i = 0; i < reasons.size(); ++i)
+            for (size_t j = i + 1; j < reasons.size(); ++j) CHECK(reasons[i] != reasons[j]);
+        CHECK(std::string(reason(NameError::reserved)).find("reserved") != std::string::npos);
+    }
+}
+
+TEST_CASE("bus names: check_event allows empty and commas, refuses CR, LF, NUL and length",
+          "[bus][names]") {
+    CHECK(check_event("") == NameError::ok);
+    CHECK(check_event("update") == NameError::ok);
+    CHECK(check_event("a,b") == NameError::ok);
+    CHECK(check_event("m0.slot.1.1") == NameError::ok);  // events have no reserved namespace
+    CHECK(check_event(std::string(256, 'e')) == NameError::ok);
+    CHECK(check_event(std::string(257, 'e')) == NameError::too_long);
+    CHECK(check_event("a\rb") == NameError::bad_char);
+    CHECK(check_event("a\nb") == NameError::bad_char);
+    CHECK(check_event(std::string("\0", 1)) == NameError::bad_char);
+}
+
+TEST_CASE("bus names: reserved_stream_url and parse_reserved_stream_url round trip",
+          "[bus][names]") {
+    for (SlotRef s :
+         {SlotRef{0, 0}, SlotRef{3, 7}, SlotRef{4294967295u, 1}, SlotRef{12, 4294967295u}}) {
+        std::string url = reserved_stream_url(s);
+        INFO(url);
+        CHECK(url.starts_with(kReservedPrefix));
+        CHECK(is_reserved(url));
+        CHECK(check_channel(url) == NameError::reserved);
+        auto back = parse_reserved_stream_url(url);
+        REQUIRE(back);
+        CHECK(*back == s);
+    }
+    CHECK(reserved_stream_url({3, 7}) == "m0.slot.3.7");
+}
+
+TEST_CASE("bus names: parse_reserved_stream_url rejects anything but m0.slot.I.G", "[bus][names]") {
+    for (const char* bad :
+         {"", "news", "m0.slot.", "m0.slot.1", "m0.slot.1.", "m0.slot..2", "m0.slot.1.2.3",
+          "m0.slot.a.2", "m0.slot.1.b", "m0.slot.-1.2", "m0.slot.1.2 ", "m0.slot. 1.2",
+          "m0.slot.99999999999.1", "m0.slot.1.99999999999", "M0.SLOT.1.2", "x.m0.slot.1.2"}) {
+        INFO("'" << bad << "'");
+        CHECK_FALSE(parse_reserved_stream_url(bad));
+    }
+}
+
+// ---- the bus channel ---------------------------------------------------------
+
+TEST_CASE("bus channel: publish numbers events 1, 2, 3 in queue order", "[bus][channel]") {
+    BusChannel ch;
+    CHECK(ch.last_id() == 0);
+    auto a = ch.publish("news", "one");
+    auto b = ch.publish("sport", "two", "score");
+    auto c = ch.publish("news", "three");
+    CHECK(a.ok());
+    CHECK(a.id == 1);
+    CHECK(b.id == 2);
+    CHECK(c.id == 3);
+    CHECK(ch.last_id() == 3);
+    CHECK(ch.published.load() == 3);
+    CHECK(ch.refused.load() == 0);
+    CHECK(queued_ids(ch) == std::vector<uint64_t>{1, 2, 3});
+
+    std::deque<Frame> out;
+    REQUIRE(ch.drain(out) == 3);
+    auto& f1 = std::get<PublishFrame>(out[0]);
+    auto& f2 = std::get<PublishFrame>(out[1]);
+    auto& f3 = std::get<PublishFrame>(out[2]);
+    CHECK(f1.id == 1);
+    CHECK(f1.channel == "news");
+    CHECK(f1.data == "one");
+    CHECK(f1.event.empty());
+    CHECK(f2.id == 2);
+    CHECK(f2.channel == "sport");
+    CHECK(f2.event == "score");
+    CHECK(f2.data == "two");
+    CHECK(f3.id == 3);
+
+    SECTION("the counter is shared across drains and channels") {
+        CHECK(ch.publish("other", "four").id == 4);
+    }
+}
+
+TEST_CASE("bus channel: a refused name returns its NameError and takes no id", "[bus][channel]") {
+    BusChannel ch;
+    CHECK(ch.publish("a", "x").id == 1);
+    struct {
+        const char* what;
+        std::string channel, event;
+        NameError want;
+    } bad[] = {
+        {"empty channel", "", "", NameError::empty},
+        {"reserved channel", "m0.slot.1.1", "", NameError::reserved},
+        {"LF in channel", "a\nb", "", NameError::bad_char},
+        {"comma in channel", "a,b", "", NameError::bad_char},
+        {"long channel", std::string(300, 'c'), "", NameError::too_long},
+        {"CR in event", "a", "e\r", NameError::bad_char},
+        {"long event", "a", std::string(300, 'e'), NameError::too_long},
+    };
+    for (auto& b : bad) {
+        INFO(b.what);
+        auto r = ch.publish(b.channel, "data", b.event);
+        CHECK(r.name_error == b.want);
+        CHECK_FALSE(r.ok());
+        CHECK(r.id == 0);
+        CHECK_FALSE(r.refused);
+    }
+    CHECK(ch.queued() == 1);
+    CHECK(ch.refused.load() == 0);  // a name error is not a refused frame
+    CHECK(ch.published.load() == 1);
+    CHECK(ch.publish("a", "y").id == 2);
+}
+
+TEST_CASE("bus channel: a full channel refuses, counts it, and takes no id", "[bus][channel]") {
+    BusChannel ch(2);
+    CHECK(ch.publish("a", "1").id == 1);
+    CHECK(ch.send(HoldFrame{reserved_stream_url({0, 1}), 0, {"a"}, "w"}));
+    auto r = ch.publish("a", "3");
+    CHECK(r.refused);
+    CHECK_FALSE(r.ok());
+    CHECK(r.id == 0);
+    CHECK(r.name_error == NameError::ok);
+    CHECK(ch.refused.load() == 1);
+    CHECK_FALSE(ch.send(HoldFrame{reserved_stream_url({1, 1}), 0, {"a"}, "w"}));
+    CHECK(ch.refused.load() == 2);
+    CHECK(ch.published.load() == 1);
+    CHECK(ch.last_id() == 1);
+
+    std::deque<Frame> out;
+    ch.drain(out);
+    CHECK(ch.publish("a", "4").id == 2);  // the refused publish did not use up id 2
+
+    SECTION("a closed channel refuses too") {
+        ch.close();
+        auto c = ch.publish("a", "5");
+        CHECK(c.refused);
+        CHECK(c.id == 0);
+        CHECK_FALSE(ch.send(HoldFrame{}));
+        CHECK(ch.refused.load() == 4);
+    }
+}
+
+TEST_CASE("bus channel: hold frames and publishes come out in the order they were sent",
+          "[bus][channel]") {
+    BusChannel ch;
+    ch.publish("a", "before");
+    REQUIRE(ch.send(HoldFrame{reserved_stream_url({5, 2}), 1, {"a", "b"}, "mojo-0"}));
+    ch.publish("a", "after");
+    REQUIRE(ch.send(HoldFrame{reserved_stream_url({6, 1}), 0, {"c"}, "wsgi-1"}));
+
+    std::deque<Frame> out;
+    REQUIRE(ch.drain(out) == 4);
+    REQUIRE(std::holds_alternative<PublishFrame>(out[0]));
+    REQUIRE(std::holds_alternative<HoldFrame>(out[1]));
+    REQUIRE(std::holds_alternative<PublishFrame>(out[2]));
+    REQUIRE(std::holds_alternative<HoldFrame>(out[3]));
+    CHECK(std::get<PublishFrame>(out[0]).data == "before");
+    const auto& h = std::get<HoldFrame>(out[1]);
+    CHECK(h.stream_url == "m0.slot.5.2");
+    CHECK(h.cursor == 1);
+    CHECK(h.channels == std::vector<std::string>{"a", "b"});
+    CHECK(h.worker == "mojo-0");
+    CHECK(std::get<PublishFrame>(out[2]).data == "after");
+    CHECK(std::get<HoldFrame>(out[3]).stream_url == "m0.slot.6.1");
+}
+
+TEST_CASE("bus channel: the eventfd wakes the loop on the first frame", "[bus][channel]") {
+    BusChannel ch;
+    uint64_t v = 0;
+    CHECK(::read(ch.fd(), &v, sizeof v) < 0);  // nothing yet
+    ch.publish("a", "x");
+    CHECK(::read(ch.fd(), &v, sizeof v) == sizeof v);
+}
+
+TEST_CASE("bus channel: under 4 concurrent publishers ids strictly increase in queue order",
+          "[bus][channel]") {
+    constexpr int kThreads = 4;
+    constexpr int kEach = 5000;
+    BusChannel ch(size_t(kThreads) * kEach);
+    std::atomic<int> go{0};
+    std::vector<std::vector<uint64_t>> got(kThreads);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kThreads; ++t)
+        ts.emplace_back([&, t] {
+            while (!go.load()) std::this_thread::yield();
+            for (int i = 0; i < kEach; ++i) {
+                auto r = ch.publish("c" + std::to_string(t),
+                                    std::to_string(t) + ":" + std::to_string(i));
+                got[t].push_back(r.id);
+            }
+        });
+    go.store(1);
+    for (auto& t : ts) t.join();
+
+    // Each publisher saw its own ids strictly increase.
+    for (int t = 0; t < kThreads; ++t) {
+        INFO("publisher " << t);
+        REQUIRE(got[t].size() == size_t(kEach));
+        bool increasing = true;
+        for (size_t i = 1; i < got[t].size(); ++i)
+            if (got[t][i] <= got[t][i - 1]) increasing = false;
+        CHECK(increasing);
+        CHECK(got[t].front() >= 1);
+    }
+    // The queue holds ids 1..N in order: the id was taken where the position was.
+    std::deque<Frame> out;
+    REQUIRE(ch.drain(out) == size_t(kThreads) * kEach);
+    bool queue_is_id_order = true;
+    std::vector<int> next_seq(kThreads, 0);
+    bool per_thread_order = true;
+    for (size_t i = 0; i < out.size(); ++i) {
+        const auto& f = std::get<PublishFrame>(out[i]);
+        if (f.id != i + 1) queue_is_id_order = false;
+        int t = f.channel[1] - '0';
+        if (f.data != std::to_string(t) + ":" + std::to_string(next_seq[t]))
+            per_thread_order = false;
+        ++next_seq[t];
+    }
+    CHECK(queue_is_id_order);
+    CHECK(per_thread_order);
+    CHECK(ch.last_id() == uint64_t(kThreads) * kEach);
+    CHECK(ch.published.load() == uint64_t(kThreads) * kEach);
+}
+
+// ---- subscriptions -----------------------------------------------------------
+
+TEST_CASE("subscriptions: subscribe lists slots per channel in order; unsubscribe_all removes them",
+          "[bus][subscriptions]") {
+    Subscriptions subs;
+    SlotRef a{1, 1}, b{2, 5};
+    subs.subscribe(a, {"news", "sport"});
+    subs.subscribe(b, {"news"});
+    CHECK(subs.subscribed(a));
+    CHECK(subs.subscribed(b));
+    CHECK_FALSE(subs.subscribed({3, 1}));
+    CHECK(subs.subscribers("news") == std::vector<SlotRef>{a, b});
+    CHECK(subs.subscribers("sport") == std::vector<SlotRef>{a});
+    CHECK(subs.subscribers("none").empty());
+    CHECK(subs.channels() == 2);
+    CHECK(subs.slots() == 2);
+
+    CHECK(subs.unsubscribe_all(a) == 2);
+    CHECK_FALSE(subs.subscribed(a));
+    CHECK(subs.subscribers("news") == std::vector<SlotRef>{b});
+    CHECK(subs.subscribers("sport").empty());
+    CHECK(subs.channels() == 1);  // an emptied channel is forgotten
+    CHECK(subs.slots() == 1);
+
+    SECTION("unsubscribing twice removes nothing the second time") {
+        CHECK(subs.unsubscribe_all(a) == 0);
+    }
+    SECTION("unsubscribing the last slot empties the table") {
+        CHECK(subs.unsubscribe_all(b) == 1);
+        CHECK(subs.channels() == 0);
+        CHECK(subs.slots() == 0);
+    }
+}
+
+TEST_CASE("subscriptions: duplicate channels are ignored", "[bus][subscriptions]") {
+    Subscriptions subs;
+    SlotRef a{0, 1};
+    subs.subscribe(a, {"x", "x", "y"});
+    subs.subscribe(a, {"y", "z"});
+    CHECK(subs.subscribers("x") == std::vector<SlotRef>{a});
+    CHECK(subs.subscribers("y") == std::vector<SlotRef>{a});
+    CHECK(subs.subscribers("z") == std::vector<SlotRef>{a});
+    CHECK(subs.unsubscribe_all(a) == 3);
+    CHECK(subs.channels() == 0);
+}
+
+TEST_CASE("subscriptions: a stale generation does not unsubscribe the slot's new owner",
+          "[bus][subscriptions]") {
+    Subscriptions subs;
+    SlotRef old_owner{4, 1}, new_owner{4, 2};
+    subs.subscribe(old_owner, {"a"});
+    CHECK(subs.unsubscribe_all(old_owner) == 1);
+    subs.subscribe(new_owner, {"a", "b"});
+    CHECK_FALSE(subs.subscribed(old_owner));
+    CHECK(subs.subscribed(new_owner));
+
+    CHECK(subs.unsubscribe_all(old_owner) == 0);  // a late release of the old connection
+    CHECK(subs.subscribed(new_owner));
+    CHECK(subs.subscribers("a") == std::vector<SlotRef>{new_owner});
+    CHECK(subs.subscribers("b") == std::vector<SlotRef>{new_owner});
+    CHECK(subs.unsubscribe_all(new_owner) == 2);
+}

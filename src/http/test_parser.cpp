@@ -1,0 +1,592 @@
+// RequestParser: table-driven cases (picohttpparser test.c style), each fed
+// whole and again one byte at a time; both feeds must give the same requests,
+// the same 100-continue pauses and the same error status.
+#include <catch2/catch.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "http/parser.hpp"
+
+using namespace m0::http;
+using Status = RequestParser::Status;
+
+namespace {
+
+// What a whole feed of `input` produced.
+struct Outcome {
+    std::vector<Request> requests;
+    int continues = 0;     // expect_continue results seen
+    int error_status = 0;  // 0: no error
+    std::string error_reason;
+    size_t leftover = 0;  // bytes fed but not consumed when the input ended
+};
+
+// Feeds `input` to a fresh parser, whole or one byte at a time. Like the server,
+// it keeps the unconsumed bytes and feeds them again after each result.
+Outcome run(const std::string& input, bool bytewise, ParserLimits limits = {}) {
+    RequestParser p(limits);
+    Outcome out;
+    std::string buf;
+    size_t next = 0;
+    while (next < input.size() && out.error_status == 0) {
+        size_t step = bytewise ? 1 : input.size();
+        buf.append(input, next, step);
+        next += step;
+        for (int guard = 0; guard < 10000; ++guard) {
+            auto r = p.feed(buf.data(), buf.size());
+            REQUIRE(r.consumed <= buf.size());
+            buf.erase(0, r.consumed);
+            if (r.status == Status::error) {
+                out.error_status = r.error_status;
+                out.error_reason = r.error_reason;
+                CHECK_FALSE(r.error_reason.empty());
+                break;
+            }
+            if (r.status == Status::complete) {
+                out.requests.push_back(p.take());
+                continue;
+            }
+            if (r.status == Status::expect_continue) {
+                ++out.continues;
+                continue;
+            }
+            if (buf.empty() || r.consumed == 0) break;
+        }
+    }
+    out.leftover = buf.size();
+    return out;
+}
+
+struct Case {
+    const char* name;
+    std::string input;
+    ParserLimits limits;
+    int error_status;  // 0: every request completes
+    size_t requests;
+    int continues;
+    std::function<void(const std::vector<Request>&)> check;
+};
+
+ParserLimits head_limit(size_t n) {
+    ParserLimits l;
+    l.max_header = n;
+    return l;
+}
+ParserLimits body_limit(size_t n) {
+    ParserLimits l;
+    l.max_body = n;
+    return l;
+}
+
+std::vector<std::pair<std::string, std::string>> items(
+    std::initializer_list<std::pair<std::string, std::string>> l) {
+    return l;
+}
+
+const std::vector<Case>& cases() {
+    static const std::vector<Case> all = {
+        {"simple GET",
+         "GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].method == "GET");
+             CHECK(r[0].target == "/");
+             CHECK(r[0].path == "/");
+             CHECK(r[0].query.empty());
+             CHECK(r[0].version_major == 1);
+             CHECK(r[0].version_minor == 1);
+             CHECK(r[0].keep_alive);
+             CHECK(r[0].body.empty());
+             CHECK(r[0].headers.items == items({{"Host", "example.com"}}));
+         }},
+        {"target split into path and query",
+         "GET /a/b%20c?x=1&y=two%21&x=3 HTTP/1.1\r\nHost: h\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].target == "/a/b%20c?x=1&y=two%21&x=3");
+             CHECK(r[0].path == "/a/b%20c");  // raw, not decoded
+             CHECK(r[0].query == "x=1&y=two%21&x=3");
+             CHECK(r[0].query_param("x") == std::optional<std::string>("1"));
+             CHECK(r[0].query_param("y") == std::optional<std::string>("two!"));
+             CHECK_FALSE(r[0].query_param("z"));
+         }},
+        {"absolute-form target",
+         "GET http://example.com:8080/p/q?k=v HTTP/1.1\r\nHost: h\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].path == "/p/q");
+             CHECK(r[0].query == "k=v");
+         }},
+        {"empty query after ?",
+         "GET /p? HTTP/1.1\r\nHost: h\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].path == "/p");
+             CHECK(r[0].query.empty());
+         }},
+        {"headers kept in order, repeated ones too",
+         "GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nAccept: */*\r\nx-a: 2\r\nX-Empty:\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].headers.items == items({{"Host", "h"},
+                                                {"X-A", "1"},
+                                                {"Accept", "*/*"},
+                                                {"x-a", "2"},
+                                                {"X-Empty", ""}}));
+             CHECK(r[0].headers.get("X-a") == std::optional<std::string_view>("1"));
+             CHECK(r[0].headers.get_joined("X-A") == std::optional<std::string>("1, 2"));
+         }},
+        {"leading whitespace of a value is dropped",
+         "GET / HTTP/1.1\r\nHost:   h\r\nX:\t v\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].headers.get("Host") == std::optional<std::string_view>("h"));
+             CHECK(r[0].headers.get("X") == std::optional<std::string_view>("v"));
+         }},
+        {"HTTP/1.0 without Connection closes",
+         "GET / HTTP/1.0\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].version_minor == 0);
+             CHECK_FALSE(r[0].keep_alive);
+             CHECK(r[0].protocol() == "HTTP/1.0");
+         }},
+        {"HTTP/1.0 with Connection: keep-alive stays open",
+         "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) { CHECK(r[0].keep_alive); }},
+        {"HTTP/1.1 with Connection: close closes",
+         "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) { CHECK_FALSE(r[0].keep_alive); }},
+        {"Content-Length body",
+         "POST /form HTTP/1.1\r\nHost: h\r\nContent-Length: 11\r\n\r\nhello world",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].method == "POST");
+             CHECK(r[0].body == "hello world");
+         }},
+        {"Content-Length exactly max_body",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nabcd", body_limit(4), 0, 1, 0,
+         [](const auto& r) { CHECK(r[0].body == "abcd"); }},
+        {"chunked body with extensions and trailers",
+         "POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5;name=value\r\nhello\r\n"
+         "6;a;b=\"q\"\r\n world\r\n"
+         "A\r\n0123456789\r\n"
+         "0\r\nX-Checksum: abc\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].body == "hello world0123456789");
+             CHECK(r[0].headers.get("Transfer-Encoding") ==
+                   std::optional<std::string_view>("chunked"));
+         }},
+        {"chunked body of exactly max_body",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n3\r\nabc\r\n1\r\nd\r\n0\r\n\r\n",
+         body_limit(4), 0, 1, 0, [](const auto& r) { CHECK(r[0].body == "abcd"); }},
+        {"pipelined requests complete one after the other",
+         "POST /one HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc"
+         "GET /two?q HTTP/1.1\r\nHost: h\r\n\r\n",
+         {},
+         0,
+         2,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].path == "/one");
+             CHECK(r[0].body == "abc");
+             CHECK(r[1].path == "/two");
+             CHECK(r[1].query == "q");
+             CHECK(r[1].body.empty());
+             CHECK(r[1].headers.items == items({{"Host", "h"}}));
+         }},
+        {"Expect: 100-continue pauses before the body",
+         "PUT /x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\nbody",
+         {},
+         0,
+         1,
+         1,
+         [](const auto& r) { CHECK(r[0].body == "body"); }},
+        {"Expect: 100-continue without a body does not pause",
+         "GET / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto&) {}},
+        {"Expect: 100-continue on HTTP/1.0 does not pause",
+         "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) { CHECK(r[0].body == "ok"); }},
+        {"Expect: 100-continue with a chunked body pauses",
+         "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "2\r\nok\r\n0\r\n\r\n",
+         {},
+         0,
+         1,
+         1,
+         [](const auto& r) { CHECK(r[0].body == "ok"); }},
+        {"a head that fits max_header is accepted",
+         "GET /x HTTP/1.1\r\nHost: h\r\nX-Some-Long-Header-Name: v\r\n\r\n", head_limit(64), 0, 1,
+         0, [](const auto& r) { CHECK(r[0].headers.items.size() == 2); }},
+        // ---- errors ----
+        {"an unsupported Expect is 417",
+         "POST / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n",
+         {},
+         417,
+         0,
+         0,
+         nullptr},
+        {"a head over max_header is 431",
+         "GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + std::string(200, 'v') + "\r\n\r\n",
+         head_limit(100), 431, 0, 0, nullptr},
+        {"a target over max_header is 431", "GET /" + std::string(200, 'p') + " HTTP/1.1\r\n\r\n",
+         head_limit(100), 431, 0, 0, nullptr},
+        {"many headers over max_header are 431",
+         [] {
+             std::string s = "GET / HTTP/1.1\r\nHost: h\r\n";
+             for (int i = 0; i < 40; ++i) s += "X-" + std::to_string(i) + ": v\r\n";
+             return s + "\r\n";
+         }(),
+         head_limit(100), 431, 0, 0, nullptr},
+        {"a Content-Length over max_body is 413",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nabcde", body_limit(4), 413, 0, 0,
+         nullptr},
+        {"a chunked body over max_body is 413",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+         body_limit(4), 413, 0, 0, nullptr},
+        {"Content-Length with Transfer-Encoding is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "3\r\nabc\r\n0\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"Transfer-Encoding with Content-Length is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+         "3\r\nabc\r\n0\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"two differing Content-Lengths are 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a Transfer-Encoding other than chunked is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a bad Content-Length is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a bad chunk size is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a missing Host on HTTP/1.1 is 400",
+         "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a garbage request line is 400", "HELLO THERE\r\n\r\n", {}, 400, 0, 0, nullptr},
+        {"binary garbage is 400",
+         std::string("\x16\x03\x01\x02\x00\x01\x00", 7),
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"an HTTP/0.9 request line (no version) is 505",
+         "GET /\r\nHost: h\r\n\r\n",
+         {},
+         505,
+         0,
+         0,
+         nullptr},
+        {"a relative target is 400", "GET foo HTTP/1.1\r\nHost: h\r\n\r\n", {}, 400, 0, 0, nullptr},
+        {"HTTP/2.0 is 505", "GET / HTTP/2.0\r\nHost: h\r\n\r\n", {}, 505, 0, 0, nullptr},
+        {"CONNECT is 405",
+         "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com\r\n\r\n",
+         {},
+         405,
+         0,
+         0,
+         nullptr},
+        {"an error in the second pipelined request leaves the first complete",
+         "GET /ok HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+         {},
+         400,
+         1,
+         0,
+         [](const auto& r) { CHECK(r[0].path == "/ok"); }},
+    };
+    return all;
+}
+
+}  // namespace
+
+TEST_CASE("parser: every table case gives the same result fed whole or one byte at a time",
+          "[http][parser]") {
+    for (const Case& c : cases()) {
+        for (bool bytewise : {false, true}) {
+            DYNAMIC_SECTION(c.name << (bytewise ? " (byte by byte)" : " (whole)")) {
+                Outcome o = run(c.input, bytewise, c.limits);
+                INFO("reason: " << o.error_reason);
+                CHECK(o.error_status == c.error_status);
+                REQUIRE(o.requests.size() == c.requests);
+                CHECK(o.continues == c.continues);
+                if (c.error_status == 0) CHECK(o.leftover == 0);
+                if (c.check) c.check(o.requests);
+            }
+        }
+    }
+}
+
+TEST_CASE("parser: pipelined requests stop at the message boundary", "[http][parser]") {
+    const std::string first = "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi";
+    const std::string second = "GET /b HTTP/1.1\r\nHost: h\r\n\r\n";
+    const std::string third = "GET /c HTTP/1.1\r\nHost: h\r\n\r\n";
+
+    SECTION("two at once") {
+        RequestParser p;
+        std::string buf = first + second;
+        auto r = p.feed(buf.data(), buf.size());
+        REQUIRE(r.status == Status::complete);
+        CHECK(r.consumed == first.size());
+        CHECK_FALSE(p.in_message());
+        Request a = p.take();
+        CHECK(a.path == "/a");
+        CHECK(a.body == "hi");
+
+        buf.erase(0, r.consumed);
+        r = p.feed(buf.data(), buf.size());
+        REQUIRE(r.status == Status::complete);
+        CHECK(r.consumed == second.size());
+        CHECK(p.take().path == "/b");
+    }
+    SECTION("the second one arriving in pieces after the first") {
+        RequestParser p;
+        std::string buf = first + second.substr(0, 10);
+        auto r = p.feed(buf.data(), buf.size());
+        REQUIRE(r.status == Status::complete);
+        CHECK(r.consumed == first.size());
+        p.take();
+        buf.erase(0, r.consumed);
+        r = p.feed(buf.data(), buf.size());
+        CHECK(r.status == Status::need_more);
+        CHECK(r.consumed == 10);
+        CHECK(p.in_message());
+        std::string rest = second.substr(10) + third;
+        r = p.feed(rest.data(), rest.size());
+        REQUIRE(r.status == Status::complete);
+        CHECK(r.consumed == second.size() - 10);
+        CHECK(p.take().path == "/b");
+        rest.erase(0, r.consumed);
+        r = p.feed(rest.data(), rest.size());
+        REQUIRE(r.status == Status::complete);
+        CHECK(r.consumed == third.size());
+        CHECK(p.take().path == "/c");
+    }
+    SECTION("take() resets: the next request does not inherit headers or body") {
+        RequestParser p;
+        std::string buf = first + second;
+        auto r = p.feed(buf.data(), buf.size());
+        REQUIRE(r.status == Status::complete);
+        p.take();
+        buf.erase(0, r.consumed);
+        r = p.feed(buf.data(), buf.size());
+        REQUIRE(r.status == Status::complete);
+        Request b = p.take();
+        CHECK(b.body.empty());
+        CHECK(b.method == "GET");
+        CHECK_FALSE(b.headers.has("Content-Length"));
+    }
+}
+
+TEST_CASE("parser: Expect: 100-continue reports the head, then reads the body", "[http][parser]") {
+    RequestParser p;
+    const std::string head =
+        "POST /up HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n";
+    std::string buf = head;
+    auto r = p.feed(buf.data(), buf.size());
+    REQUIRE(r.status == Status::expect_continue);
+    CHECK(p.head_done());
+    CHECK(p.in_message());
+    buf.erase(0, r.consumed);
+    // Nothing more arrives until the client hears 100: feeding what is left
+    // (if anything) asks for more, it does not complete.
+    r = p.feed(buf.data(), buf.size());
+    CHECK(r.status == Status::need_more);
+    buf.erase(0, r.consumed);
+    CHECK(buf.empty());
+
+    buf += "hello";
+    r = p.feed(buf.data(), buf.size());
+    REQUIRE(r.status == Status::complete);
+    CHECK(r.consumed == 5);
+    Request req = p.take();
+    CHECK(req.body == "hello");
+    CHECK_FALSE(p.head_done());
+}
+
+TEST_CASE("parser: a Content-Length over max_body is refused at the head, before the body",
+          "[http][parser]") {
+    ParserLimits l;
+    l.max_body = 1000;
+    RequestParser p(l);
+    const std::string head = "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n";
+    auto r = p.feed(head.data(), head.size());
+    REQUIRE(r.status == Status::error);
+    CHECK(r.error_status == 413);
+}
+
+TEST_CASE("parser: a chunked body is refused 413 as soon as it passes max_body", "[http][parser]") {
+    ParserLimits l;
+    l.max_body = 8;
+    RequestParser p(l);
+    std::string s =
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n";
+    auto r = p.feed(s.data(), s.size());
+    REQUIRE(r.status == Status::need_more);
+    CHECK(r.consumed == s.size());
+    s = "5\r\nfghij\r\n";  // no terminating chunk: the refusal must not wait for it
+    r = p.feed(s.data(), s.size());
+    REQUIRE(r.status == Status::error);
+    CHECK(r.error_status == 413);
+}
+
+TEST_CASE("parser: an endless head is refused 431 even without a line end", "[http][parser]") {
+    ParserLimits l;
+    l.max_header = 256;
+    SECTION("one long header value fed byte by byte") {
+        RequestParser p(l);
+        std::string s = "GET / HTTP/1.1\r\nHost: h\r\nX: ";
+        auto r = p.feed(s.data(), s.size());
+        REQUIRE(r.status == Status::need_more);
+        int status = 0;
+        for (int i = 0; i < 1000 && status == 0; ++i) {
+            r = p.feed("v", 1);
+            if (r.status == Status::error) status = r.error_status;
+        }
+        CHECK(status == 431);
+    }
+    SECTION("one long target") {
+        RequestParser p(l);
+        std::string s = "GET /" + std::string(300, 'a');
+        auto r = p.feed(s.data(), s.size());
+        REQUIRE(r.status == Status::error);
+        CHECK(r.error_status == 431);
+    }
+}
+
+TEST_CASE("parser: an error is sticky: every later feed reports it again", "[http][parser]") {
+    RequestParser p;
+    std::string bad = "GET / HTTP/2.0\r\nHost: h\r\n\r\n";
+    auto r = p.feed(bad.data(), bad.size());
+    REQUIRE(r.status == Status::error);
+    CHECK(r.error_status == 505);
+    std::string good = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    r = p.feed(good.data(), good.size());
+    CHECK(r.status == Status::error);
+    CHECK(r.error_status == 505);
+    CHECK(r.consumed == 0);
+}
+
+TEST_CASE("parser: in_message is false between requests and true inside one", "[http][parser]") {
+    RequestParser p;
+    CHECK_FALSE(p.in_message());
+    std::string s = "GET / HT";
+    auto r = p.feed(s.data(), s.size());
+    CHECK(r.status == Status::need_more);
+    CHECK(p.in_message());
+    CHECK_FALSE(p.head_done());
+    s = "TP/1.1\r\nHost: h\r\n\r\n";
+    r = p.feed(s.data(), s.size());
+    REQUIRE(r.status == Status::complete);
+    CHECK_FALSE(p.in_message());
+}
+
+// ---- regressions ----
+
+// RFC 9110 §6.5.1: a trailer field must not be merged into the header section
+// (a trailer "Content-Length: 99" once reached the application).
+TEST_CASE("parser: trailer fields of a chunked body do not become request headers",
+          "[http][parser]") {
+    RequestParser p;
+    std::string s =
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n"
+        "Content-Length: 99\r\n\r\n";
+    auto r = p.feed(s.data(), s.size());
+    REQUIRE(r.status == Status::complete);
+    Request req = p.take();
+    CHECK(req.body == "ab");
+    CHECK_FALSE(req.headers.has("Content-Length"));
+}
+
+// RFC 9110 §5.5: a field value excludes leading and trailing whitespace
+// ("Transfer-Encoding: chunked " was once refused 400).
+TEST_CASE("parser: trailing whitespace is not part of a field value",
+          "[http][parser]") {
+    RequestParser p;
+    std::string s =
+        "POST / HTTP/1.1\r\nHost: h \r\nTransfer-Encoding: chunked \r\n\r\n2\r\nab\r\n0\r\n\r\n";
+    auto r = p.feed(s.data(), s.size());
+    REQUIRE(r.status == Status::complete);
+    CHECK(p.take().headers.get("Host") == std::optional<std::string_view>("h"));
+}

@@ -1,0 +1,1099 @@
+// http::Server on a real Loop: connections adopted from socketpair() (and, for
+// the listener path, real sockets on 127.0.0.1), mounts whose submit runs a
+// small app inline that answers through the completion ring, the loop stepped
+// with run_until() while the test reads the client end non-blocking.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bus/channel.hpp"
+#include "http/server.hpp"
+
+using namespace m0;
+using namespace m0::http;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A write to a closed peer must be an error return, not a signal.
+const bool kSigpipeIgnored = [] {
+    std::signal(SIGPIPE, SIG_IGN);
+    return true;
+}();
+
+// ---- the client side ------------------------------------------------------------
+
+struct Reply {
+    int status = 0;
+    std::string status_line;
+    Headers headers;
+    std::string body;      // decoded
+    std::string raw_body;  // as framed on the wire
+};
+
+size_t count(const Headers& h, std::string_view name) {
+    size_t n = 0;
+    for (const auto& [k, v] : h.items)
+        if (iequals(k, name)) ++n;
+    return n;
+}
+
+// Takes one response off the front of `buf`; nullopt while it is incomplete.
+// `head_only`: the answer to a HEAD. `eof`: the peer closed, so an unframed
+// body ends here.
+std::optional<Reply> take_reply(std::string& buf, bool head_only, bool eof) {
+    size_t end = buf.find("\r\n\r\n");
+    if (end == std::string::npos) return std::nullopt;
+    Reply r;
+    std::string head = buf.substr(0, end);
+    size_t pos = head.find("\r\n");
+    r.status_line = head.substr(0, pos);
+    REQUIRE(r.status_line.size() >= 12);
+    REQUIRE(r.status_line.starts_with("HTTP/1.1 "));
+    r.status = std::stoi(r.status_line.substr(9, 3));
+    while (pos != std::string::npos) {
+        size_t next = head.find("\r\n", pos + 2);
+        std::string line =
+            head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+        size_t colon = line.find(':');
+        REQUIRE(colon != std::string::npos);
+        size_t v = colon + 1;
+        while (v < line.size() && line[v] == ' ') ++v;
+        r.headers.add(line.substr(0, colon), line.substr(v));
+        pos = next;
+    }
+    size_t p = end + 4;
+    bool bodiless = head_only || r.status / 100 == 1 || r.status == 204 || r.status == 304;
+    if (bodiless) {
+        // nothing
+    } else if (auto cl = r.headers.get("Content-Length")) {
+        size_t n = std::stoul(std::string(*cl));
+        if (buf.size() < p + n) return std::nullopt;
+        r.body = r.raw_body = buf.substr(p, n);
+        p += n;
+    } else if (r.headers.get("Transfer-Encoding") == std::optional<std::string_view>("chunked")) {
+        size_t start = p;
+        for (;;) {
+            size_t crlf = buf.find("\r\n", p);
+            if (crlf == std::string::npos) return std::nullopt;
+            size_t size = std::stoul(buf.substr(p, crlf - p), nullptr, 16);
+            p = crlf + 2;
+            if (buf.size() < p + size + 2) return std::nullopt;
+            r.body.append(buf, p, size);
+            REQUIRE(buf.compare(p + size, 2, "\r\n") == 0);
+            p += size + 2;
+            if (size == 0) break;
+        }
+        r.raw_body = buf.substr(start, p - start);
+    } else {
+        if (!eof) return std::nullopt;  // close-delimited
+        r.body = r.raw_body = buf.substr(p);
+        p = buf.size();
+    }
+    buf.erase(0, p);
+    return r;
+}
+
+void set_nonblocking(int fd) {
+    int fl = ::fcntl(fd, F_GETFL);
+    REQUIRE(::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+}
+
+struct Client {
+    int fd = -1;
+    SlotRef slot;
+    std::string in;  // received, not yet taken as replies
+    bool eof = false;
+
+    explicit Client(int f) : fd(f) { set_nonblocking(fd); }
+    ~Client() {
+        if (fd >= 0) ::close(fd);
+    }
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    // Small writes: they fit the socket buffer at once.
+    void send(std::string_view s) {
+        size_t off = 0;
+        while (off < s.size()) {
+            ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+            REQUIRE(n > 0);
+            off += size_t(n);
+        }
+    }
+    // Reads whatever arrived, without blocking.
+    void pump() {
+        char buf[8192];
+        for (;;) {
+            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n > 0) {
+                in.append(buf, size_t(n));
+                continue;
+            }
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) eof = true;
+            break;
+        }
+    }
+    void close() {
+        ::close(fd);
+        fd = -1;
+    }
+};
+
+// A real TCP client of a listener on 127.0.0.1.
+std::unique_ptr<Client> tcp_connect(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    // Blocking connect: the kernel completes it from the listen backlog.
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) == 0);
+    return std::make_unique<Client>(fd);
+}
+
+uint16_t local_port(int fd) {
+    sockaddr_in sin{};
+    socklen_t len = sizeof sin;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&sin), &len) == 0);
+    return ntohs(sin.sin_port);
+}
+
+// ---- the server side -------------------------------------------------------------
+
+struct Rig {
+    Loop loop;
+    CompletionRing ring;
+    Metrics metrics;
+    std::unique_ptr<bus::BusChannel> bus;
+    std::unique_ptr<Server> server;
+
+    struct Seen {
+        std::string mount;
+        SlotRef slot;
+        Request req;
+    };
+    std::vector<Seen> seen;  // every request a mount received, in order
+    // The app: runs inline in the mount's submit, answers by posting completions
+    // (or not at all, to answer later).
+    std::function<void(SlotRef, const Request&)> app;
+
+    explicit Rig(ServerConfig cfg = {}, std::vector<std::string> mounts = {"/"},
+                 bool with_bus = false) {
+        if (with_bus) bus = std::make_unique<bus::BusChannel>();
+        server = std::make_unique<Server>(loop, std::move(cfg), ring, bus.get(), metrics);
+        app = [this](SlotRef s, const Request& r) {
+            Response resp;
+            resp.headers.add("Content-Type", "text/plain");
+            resp.body = "hello " + r.target;
+            post(s, std::move(resp));
+        };
+        for (auto& m : mounts) add_mount(m);
+    }
+    ~Rig() { server.reset(); }
+
+    void add_mount(const std::string& prefix) {
+        server->add_mount(prefix, [this, prefix](SlotRef s, Request&& r) {
+            seen.push_back({prefix, s, std::move(r)});
+            Request copy = seen.back().req;
+            app(s, copy);
+            return true;
+        });
+    }
+    void post(SlotRef s, Response r) {
+        Completion c;
+        c.kind = Completion::Kind::response;
+        c.slot = s;
+        c.response = std::move(r);
+        REQUIRE(ring.push(std::move(c)));
+    }
+    void post_kind(SlotRef s, Completion::Kind kind, std::shared_ptr<StreamState> st,
+                   Response r = {}, std::string data = {}, bool aborted = false) {
+        Completion c;
+        c.kind = kind;
+        c.slot = s;
+        c.response = std::move(r);
+        c.data = std::move(data);
+        c.aborted = aborted;
+        c.stream = std::move(st);
+        REQUIRE(ring.push(std::move(c)));
+    }
+
+    std::unique_ptr<Client> connect(bool admin = false) {
+        int sv[2];
+        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        auto c = std::make_unique<Client>(sv[1]);
+        c->slot = server->adopt(sv[0], "127.0.0.1", 1, admin);
+        return c;
+    }
+
+    // Steps the loop until `n` replies came on `c`, the peer closed with nothing
+    // more to parse, or 3 s passed. head_only[i]: reply i answers a HEAD.
+    std::vector<Reply> replies(Client& c, size_t n, std::vector<bool> head_only = {}) {
+        std::vector<Reply> out;
+        loop.run_until(
+            [&] {
+                c.pump();
+                while (out.size() < n) {
+                    bool head = out.size() < head_only.size() && head_only[out.size()];
+                    auto r = take_reply(c.in, head, c.eof);
+                    if (!r) break;
+                    out.push_back(std::move(*r));
+                }
+                return out.size() >= n || c.eof;
+            },
+            3000ms);
+        return out;
+    }
+    Reply reply(Client& c, bool head_only = false) {
+        auto rs = replies(c, 1, {head_only});
+        INFO("received: " << c.in);
+        REQUIRE(rs.size() == 1);
+        return rs[0];
+    }
+    bool wait_eof(Client& c, std::chrono::milliseconds timeout = 3000ms) {
+        return loop.run_until(
+            [&] {
+                c.pump();
+                return c.eof;
+            },
+            timeout);
+    }
+    bool step_until(const std::function<bool()>& done, std::chrono::milliseconds t = 3000ms) {
+        return loop.run_until(done, t);
+    }
+};
+
+const std::string kGet = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+
+std::string get(const std::string& target) {
+    return "GET " + target + " HTTP/1.1\r\nHost: h\r\n\r\n";
+}
+
+}  // namespace
+
+// ---- ordinary answers ------------------------------------------------------------
+
+TEST_CASE("server: a GET is answered with Date, Server and Content-Length", "[http][server]") {
+    Rig rig;
+    auto c = rig.connect();
+    c->send(get("/hello?x=1"));
+    Reply r = rig.reply(*c);
+    CHECK(r.status_line == "HTTP/1.1 200 OK");
+    CHECK(r.body == "hello /hello?x=1");
+    CHECK(r.headers.get("Content-Length") ==
+          std::optional<std::string_view>(std::to_string(r.body.size())));
+    CHECK(r.headers.get("Content-Type") == std::optional<std::string_view>("text/plain"));
+    CHECK(r.headers.get("Server") == std::optional<std::string_view>("m0serve/" M0_VERSION));
+    auto date = r.headers.get("Date");
+    REQUIRE(date);
+    CHECK(date->size() == 29);  // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT"
+    CHECK(date->ends_with(" GMT"));
+    CHECK((*date)[3] == ',');
+    CHECK_FALSE(r.headers.has("Connection"));  // HTTP/1.1 keep-alive is the default
+    CHECK(c->in.empty());
+    CHECK(rig.server->alive(c->slot));
+    CHECK(rig.metrics.requests_total.load() == 1);
+
+    REQUIRE(rig.seen.size() == 1);
+    const Request& q = rig.seen[0].req;
+    CHECK(q.method == "GET");
+    CHECK(q.path == "/hello");
+    CHECK(q.query == "x=1");
+    CHECK(q.remote_addr == "127.0.0.1");
+    CHECK(q.remote_port == 1);
+    CHECK(rig.seen[0].slot == c->slot);
+}
+
+TEST_CASE("server: framing, Date and Connection headers belong to the server, not the app",
+          "[http][server]") {
+    Rig rig;
+    rig.app = [&](SlotRef s, const Request&) {
+        Response resp;
+        resp.status = 201;
+        resp.headers.add("Content-Length", "999");
+        resp.headers.add("Transfer-Encoding", "chunked");
+        resp.headers.add("Connection", "close");
+        resp.headers.add("Keep-Alive", "timeout=5");
+        resp.headers.add("Date", "yesterday");
+        resp.headers.add("X-App", "1");
+        resp.body = "made";
+        rig.post(s, std::move(resp));
+    };
+    auto c = rig.connect();
+    c->send(kGet);
+    Reply r = rig.reply(*c);
+    CHECK(r.status_line == "HTTP/1.1 201 Created");
+    CHECK(r.body == "made");
+    CHECK(r.headers.get("Content-Length") == std::optional<std::string_view>("4"));
+    CHECK_FALSE(r.headers.has("Transfer-Encoding"));
+    CHECK_FALSE(r.headers.has("Connection"));
+    CHECK_FALSE(r.headers.has("Keep-Alive"));
+    CHECK(count(r.headers, "Date") == 1);
+    CHECK(r.headers.get("Date") != std::optional<std::string_view>("yesterday"));
+    CHECK(r.headers.get("X-App") == std::optional<std::string_view>("1"));
+    CHECK(rig.server->alive(c->slot));
+
+    SECTION("an app's own Server header is kept and not doubled") {
+        rig.app = [&](SlotRef s, const Request&) {
+            Response resp;
+            resp.headers.add("Server", "custom/1");
+            rig.post(s, std::move(resp));
+        };
+        c->send(kGet);
+        Reply r2 = rig.reply(*c);
+        CHECK(count(r2.headers, "Server") == 1);
+        CHECK(r2.headers.get("Server") == std::optional<std::string_view>("custom/1"));
+    }
+    SECTION("204 has no Content-Length and no body") {
+        rig.app = [&](SlotRef s, const Request&) {
+            Response resp;
+            resp.status = 204;
+            resp.body = "dropped";
+            rig.post(s, std::move(resp));
+        };
+        c->send(kGet + kGet);
+        auto rs = rig.replies(*c, 2);
+        REQUIRE(rs.size() == 2);
+        CHECK(rs[0].status == 204);
+        CHECK_FALSE(rs[0].headers.has("Content-Length"));
+        CHECK(rs[1].status == 204);  // nothing of the body leaked into the stream
+        CHECK(c->in.empty());
+    }
+}
+
+TEST_CASE("server: keep-alive: three pipelined requests are answered in order", "[http][server]") {
+    Rig rig;
+    auto c = rig.connect();
+    SECTION("answered inline") {
+        c->send(get("/a") + get("/b") + get("/c"));
+        auto rs = rig.replies(*c, 3);
+        REQUIRE(rs.size() == 3);
+        CHECK(rs[0].body == "hello /a");
+        CHECK(rs[1].body == "hello /b");
+        CHECK(rs[2].body == "hello /c");
+        CHECK(rig.server->alive(c->slot));
+        CHECK(rig.metrics.requests_total.load() == 3);
+        CHECK(rig.server->connections() == 1);
+    }
+    SECTION("the next request is not dispatched before the current one is answered") {
+        std::vector<SlotRef> pending;
+        rig.app = [&](SlotRef s, const Request&) { pending.push_back(s); };
+        c->send(get("/a") + get("/b") + get("/c"));
+        REQUIRE(rig.step_until([&] { return rig.seen.size() == 1; }));
+        // Give the loop a few more turns: nothing more may be dispatched.
+        for (int i = 0; i < 20; ++i) rig.loop.run_once();
+        CHECK(rig.seen.size() == 1);
+        for (const char* path : {"/a", "/b", "/c"}) {
+            REQUIRE(rig.step_until([&] { return pending.size() == 1; }));
+            CHECK(rig.seen.back().req.path == path);
+            Response resp;
+            resp.body = std::string("late ") + path;
+            SlotRef s = pending[0];
+            pending.clear();
+            rig.post(s, std::move(resp));
+            Reply r = rig.reply(*c);
+            CHECK(r.body == std::string("late ") + path);
+        }
+        CHECK(rig.seen.size() == 3);
+    }
+}
+
+TEST_CASE("server: the connection closes after an answer that does not keep alive",
+          "[http][server]") {
+    Rig rig;
+    auto c = rig.connect();
+    SECTION("HTTP/1.0") {
+        c->send("GET /old HTTP/1.0\r\n\r\n");
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 200);
+        CHECK(r.status_line.starts_with("HTTP/1.1 "));  // the server speaks 1.1 (RFC 9110 §2.5)
+        CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+        CHECK(r.body == "hello /old");
+        CHECK(rig.wait_eof(*c));
+        CHECK(c->in.empty());
+    }
+    SECTION("HTTP/1.1 with Connection: close") {
+        c->send("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n" + get("/ignored"));
+        Reply r = rig.reply(*c);
+        CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+        CHECK(rig.wait_eof(*c));
+        CHECK(c->in.empty());
+        CHECK(rig.seen.size() == 1);  // the request after the close is not served
+    }
+    SECTION("HTTP/1.0 with Connection: keep-alive stays open and says so") {
+        c->send("GET /1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        Reply r = rig.reply(*c);
+        CHECK(r.headers.get("Connection") == std::optional<std::string_view>("keep-alive"));
+        c->send("GET /2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        Reply r2 = rig.reply(*c);
+        CHECK(r2.body == "hello /2");
+        CHECK(rig.server->alive(c->slot));
+    }
+}
+
+TEST_CASE("server: HEAD has the Content-Length a GET would have, and no body", "[http][server]") {
+    Rig rig;
+    auto c = rig.connect();
+    c->send("HEAD /thing HTTP/1.1\r\nHost: h\r\n\r\n" + get("/after"));
+    auto rs = rig.replies(*c, 2, {true, false});
+    REQUIRE(rs.size() == 2);
+    CHECK(rs[0].status == 200);
+    CHECK(rs[0].headers.get("Content-Length") ==
+          std::optional<std::string_view>(std::to_string(std::string("hello /thing").size())));
+    CHECK(rs[0].body.empty());
+    CHECK(rs[1].body == "hello /after");  // no body bytes of the HEAD came before it
+    CHECK(c->in.empty());
+
+    SECTION("an app's Content-Length for a HEAD is passed on") {
+        rig.app = [&](SlotRef s, const Request&) {
+            Response resp;
+            resp.headers.add("Content-Length", "12345");
+            rig.post(s, std::move(resp));
+        };
+        c->send("HEAD /big HTTP/1.1\r\nHost: h\r\n\r\n");
+        Reply r = rig.reply(*c, true);
+        CHECK(r.headers.get("Content-Length") == std::optional<std::string_view>("12345"));
+        c->send(get("/x"));
+        rig.app = [&](SlotRef s, const Request&) {
+            Response resp;
+            resp.body = "x";
+            rig.post(s, std::move(resp));
+        };
+        CHECK(rig.reply(*c).body == "x");
+    }
+}
+
+// Regression: the HEAD length was std::stoull(app value), which threw out of a
+// libevent callback and took the whole server down on "Content-Length: abc".
+TEST_CASE("server: HEAD with a malformed app Content-Length falls back to the body length",
+          "[http][server]") {
+    Rig rig;
+    std::string value;
+    rig.app = [&](SlotRef s, const Request&) {
+        Response resp;
+        resp.headers.add("Content-Length", value);
+        resp.body = "body";
+        rig.post(s, std::move(resp));
+    };
+    auto c = rig.connect();
+    for (const char* v : {"abc", "", "99999999999999999999999", "-1"}) {
+        INFO("Content-Length: '" << v << "'");
+        value = v;
+        c->send("HEAD / HTTP/1.1\r\nHost: h\r\n\r\n");
+        Reply r = rig.reply(*c, true);
+        CHECK(r.status == 200);
+        CHECK(r.headers.get("Content-Length") == std::optional<std::string_view>("4"));
+    }
+    CHECK(rig.server->alive(c->slot));
+}
+
+// ---- routing ---------------------------------------------------------------------
+
+TEST_CASE("server: a path no mount serves is 404 and the connection stays", "[http][server]") {
+    Rig rig({}, {"/native"});
+    auto c = rig.connect();
+    c->send(get("/other") + get("/nativex") + get("/native/ok"));
+    auto rs = rig.replies(*c, 3);
+    REQUIRE(rs.size() == 3);
+    CHECK(rs[0].status == 404);
+    CHECK_FALSE(rs[0].body.empty());
+    CHECK(rs[1].status == 404);
+    CHECK(rs[2].status == 200);
+    REQUIRE(rig.seen.size() == 1);
+    CHECK(rig.seen[0].req.path == "/native/ok");
+    CHECK(rig.server->alive(c->slot));
+}
+
+TEST_CASE("server: routing takes the longest mount prefix on a path-segment boundary",
+          "[http][server]") {
+    Rig rig({}, {"/", "/native"});
+    auto c = rig.connect();
+    struct {
+        const char* target;
+        const char* mount;
+        const char* script_name;
+        const char* path_info;
+    } cases[] = {
+        {"/native/x", "/native", "/native", "/x"},
+        {"/native/x/y?q=1", "/native", "/native", "/x/y"},
+        {"/native", "/native", "/native", ""},
+        {"/native/", "/native", "/native", "/"},
+        {"/native/a%20b", "/native", "/native", "/a b"},
+        {"/nativex", "/", "", "/nativex"},
+        {"/", "/", "", "/"},
+        {"/other/page", "/", "", "/other/page"},
+    };
+    for (auto& k : cases) {
+        INFO(k.target);
+        size_t before = rig.seen.size();
+        c->send(get(k.target));
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 200);
+        REQUIRE(rig.seen.size() == before + 1);
+        const auto& s = rig.seen.back();
+        CHECK(s.mount == k.mount);
+        CHECK(s.req.script_name == k.script_name);
+        CHECK(s.req.path_info == k.path_info);
+    }
+    SECTION("mount order does not matter") {
+        Rig rig2({}, {"/native", "/", "/native/deep"});
+        auto c2 = rig2.connect();
+        c2->send(get("/native/deep/x") + get("/native/deeper") + get("/z"));
+        REQUIRE(rig2.replies(*c2, 3).size() == 3);
+        REQUIRE(rig2.seen.size() == 3);
+        CHECK(rig2.seen[0].mount == "/native/deep");
+        CHECK(rig2.seen[0].req.path_info == "/x");
+        CHECK(rig2.seen[1].mount == "/native");
+        CHECK(rig2.seen[1].req.path_info == "/deeper");
+        CHECK(rig2.seen[2].mount == "/");
+    }
+}
+
+TEST_CASE("server: a mount that refuses the job answers 503 and closes", "[http][server]") {
+    Rig rig({}, {});
+    rig.server->add_mount("/", [](SlotRef, Request&&) { return false; });
+    auto c = rig.connect();
+    c->send(kGet);
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 503);
+    CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK(rig.wait_eof(*c));
+}
+
+// ---- limits and timeouts ---------------------------------------------------------
+
+TEST_CASE("server: the limits of ServerConfig are answered and the connection closed",
+          "[http][server]") {
+    SECTION("a head over max_header is 431") {
+        ServerConfig cfg;
+        cfg.limits.max_header = 256;
+        Rig rig(cfg);
+        auto c = rig.connect();
+        c->send("GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + std::string(1000, 'b') + "\r\n\r\n");
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 431);
+        CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+        CHECK(rig.wait_eof(*c));
+        CHECK(rig.seen.empty());
+    }
+    SECTION("a Content-Length over max_body is 413 at the head, before the body is sent") {
+        ServerConfig cfg;
+        cfg.limits.max_body = 16;
+        Rig rig(cfg);
+        auto c = rig.connect();
+        c->send("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n");
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 413);
+        CHECK(rig.wait_eof(*c));
+        CHECK(rig.seen.empty());
+    }
+    SECTION("a chunked body over max_body is 413") {
+        ServerConfig cfg;
+        cfg.limits.max_body = 16;
+        Rig rig(cfg);
+        auto c = rig.connect();
+        c->send(
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+            "10\r\n0123456789abcdef\r\n1\r\nx\r\n");
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 413);
+        CHECK(rig.wait_eof(*c));
+    }
+    SECTION("a body within max_body is served") {
+        ServerConfig cfg;
+        cfg.limits.max_body = 16;
+        Rig rig(cfg);
+        auto c = rig.connect();
+        c->send("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 16\r\n\r\n0123456789abcdef");
+        CHECK(rig.reply(*c).status == 200);
+        REQUIRE(rig.seen.size() == 1);
+        CHECK(rig.seen[0].req.body == "0123456789abcdef");
+    }
+}
+
+TEST_CASE("server: Expect: 100-continue is answered 100 before the body is read",
+          "[http][server]") {
+    Rig rig;
+    auto c = rig.connect();
+    c->send("PUT /up HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
+    Reply r = rig.reply(*c);
+    CHECK(r.status_line == "HTTP/1.1 100 Continue");
+    CHECK(rig.seen.empty());
+    c->send("body");
+    Reply r2 = rig.reply(*c);
+    CHECK(r2.status == 200);
+    REQUIRE(rig.seen.size() == 1);
+    CHECK(rig.seen[0].req.body == "body");
+}
+
+TEST_CASE("server: a request not received within header_timeout is 408", "[http][server]") {
+    ServerConfig cfg;
+    cfg.header_timeout = 0.2;
+    Rig rig(cfg);
+    auto c = rig.connect();
+    SECTION("a partial head") {
+        auto t0 = Clock::now();
+        c->send("GET / HTTP/1.1\r\nHost:");
+        Reply r = rig.reply(*c);
+        auto waited = Clock::now() - t0;
+        CHECK(r.status == 408);
+        CHECK(waited >= 150ms);
+        CHECK(rig.wait_eof(*c));
+        CHECK(rig.seen.empty());
+    }
+    SECTION("a partial body") {
+        c->send("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc");
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 408);
+        CHECK(rig.wait_eof(*c));
+    }
+    SECTION("a connection that never speaks is closed without an answer") {
+        auto t0 = Clock::now();
+        CHECK(rig.wait_eof(*c));
+        CHECK(Clock::now() - t0 >= 150ms);
+        CHECK(c->in.empty());
+        CHECK(rig.server->connections() == 0);
+    }
+}
+
+TEST_CASE("server: an idle keep-alive connection is closed after keepalive_timeout",
+          "[http][server]") {
+    ServerConfig cfg;
+    cfg.keepalive_timeout = 0.2;
+    Rig rig(cfg);
+    auto c = rig.connect();
+    c->send(kGet);
+    CHECK(rig.reply(*c).status == 200);
+    auto t0 = Clock::now();
+    REQUIRE(rig.server->alive(c->slot));
+    CHECK(rig.wait_eof(*c));
+    CHECK(Clock::now() - t0 >= 150ms);
+    CHECK(c->in.empty());  // closed quietly: no 408 for an idle connection
+    CHECK(rig.step_until([&] { return rig.server->connections() == 0; }));
+    CHECK_FALSE(rig.server->alive(c->slot));
+    CHECK(rig.metrics.connections_open.load() == 0);
+
+    SECTION("a request started on the idle connection is timed as a head (408)") {
+        ServerConfig cfg2;
+        cfg2.keepalive_timeout = 0.2;
+        cfg2.header_timeout = 0.2;
+        Rig rig2(cfg2);
+        auto c2 = rig2.connect();
+        c2->send(kGet + "GET / HT");
+        auto rs = rig2.replies(*c2, 2);
+        REQUIRE(rs.size() == 2);
+        CHECK(rs[0].status == 200);
+        CHECK(rs[1].status == 408);
+    }
+}
+
+TEST_CASE("server: malformed and smuggling-shaped requests are 400 and the connection closed",
+          "[http][server]") {
+    struct {
+        const char* what;
+        std::string input;
+        int status;
+    } cases[] = {
+        {"garbage request line", "HELLO\r\n\r\n", 400},
+        {"binary garbage", std::string("\x16\x03\x01\x00\xa5\x01\x00", 7), 400},
+        {"Content-Length with Transfer-Encoding",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: h\r\n\r\n",
+         400},
+        {"Transfer-Encoding with Content-Length",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n"
+         "0\r\n\r\n",
+         400},
+        {"two differing Content-Lengths",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400},
+        {"Transfer-Encoding other than chunked",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400},
+        {"bad chunk size",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nxyz\r\n", 400},
+        {"missing Host", "GET / HTTP/1.1\r\n\r\n", 400},
+        {"HTTP/2.0", "GET / HTTP/2.0\r\nHost: h\r\n\r\n", 505},
+        {"unsupported Expect", "GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n", 417},
+    };
+    for (auto& k : cases) {
+        DYNAMIC_SECTION(k.what) {
+            Rig rig;
+            auto c = rig.connect();
+            c->send(k.input);
+            Reply r = rig.reply(*c);
+            CHECK(r.status == k.status);
+            CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+            CHECK_FALSE(r.body.empty());
+            CHECK(rig.wait_eof(*c));
+            CHECK(c->in.empty());
+            CHECK(rig.seen.empty());
+        }
+    }
+    SECTION("a bad request after a good one: the good one is answered, then 400 and close") {
+        Rig rig;
+        auto c = rig.connect();
+        c->send(get("/good") + "BAD LINE\r\n\r\n" + get("/never"));
+        auto rs = rig.replies(*c, 2);
+        REQUIRE(rs.size() == 2);
+        CHECK(rs[0].status == 200);
+        CHECK(rs[1].status == 400);
+        CHECK(rig.wait_eof(*c));
+        CHECK(rig.seen.size() == 1);
+    }
+}
+
+// ---- slots and late completions --------------------------------------------------
+
+TEST_CASE("server: a completion for a departed slot is dropped and the slot's generation changes",
+          "[http][server]") {
+    Rig rig;
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request& r) {
+        if (r.path == "/slow") {
+            deferred.push_back(s);
+            return;
+        }
+        Response resp;
+        resp.body = "fast";
+        rig.post(s, std::move(resp));
+    };
+    auto c = rig.connect();
+    SlotRef old = c->slot;
+
+    SECTION("the client resets while its request runs") {
+        // The answer to /fast stays unread in the client's socket, so closing it
+        // resets the connection (ECONNRESET on the server's read).
+        c->send(get("/fast") + get("/slow"));
+        REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
+        c->close();
+        REQUIRE(rig.step_until([&] { return !rig.server->alive(old); }));
+        CHECK(rig.server->connections() == 0);
+
+        Response late;
+        late.body = "too late";
+        rig.post(deferred[0], std::move(late));
+        CHECK(rig.step_until([&] { return rig.metrics.completions_dropped.load() == 1; }));
+
+        auto c2 = rig.connect();
+        CHECK(c2->slot.index == old.index);  // the index is reused...
+        CHECK(c2->slot.gen != old.gen);      // ...under a new generation
+        CHECK_FALSE(rig.server->alive(old));
+        CHECK(rig.server->alive(c2->slot));
+        // The new owner of the index still works and never sees the late answer.
+        c2->send(get("/x"));
+        Reply r = rig.reply(*c2);
+        CHECK(r.body == "fast");
+        CHECK(c2->in.empty());
+    }
+    SECTION("a completion naming an older generation of a reused index is dropped") {
+        c->send(get("/fast"));
+        CHECK(rig.reply(*c).body == "fast");
+        c->close();  // between requests: the slot is released at once
+        REQUIRE(rig.step_until([&] { return !rig.server->alive(old); }));
+        auto c2 = rig.connect();
+        REQUIRE(c2->slot.index == old.index);
+        CHECK(c2->slot.gen != old.gen);
+        Response stale;
+        stale.body = "stale";
+        rig.post(old, std::move(stale));
+        CHECK(rig.step_until([&] { return rig.metrics.completions_dropped.load() == 1; }));
+        for (int i = 0; i < 10; ++i) rig.loop.run_once();
+        c2->pump();
+        CHECK(c2->in.empty());  // the stranger on the reused index heard nothing
+        CHECK(rig.server->alive(c2->slot));
+    }
+}
+
+TEST_CASE("server: a client that half-closes while its request runs still gets the answer",
+          "[http][server]") {
+    Rig rig;
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    auto c = rig.connect();
+    c->send(kGet);
+    REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
+    ::shutdown(c->fd, SHUT_WR);
+    for (int i = 0; i < 20; ++i) rig.loop.run_once();
+    CHECK(rig.server->alive(c->slot));
+    Response resp;
+    resp.body = "still here";
+    rig.post(deferred[0], std::move(resp));
+    Reply r = rig.reply(*c);
+    CHECK(r.body == "still here");
+    CHECK(rig.wait_eof(*c));
+    CHECK(rig.metrics.completions_dropped.load() == 0);
+}
+
+// ---- streamed bodies -------------------------------------------------------------
+
+TEST_CASE("server: a streamed body is chunk-framed on HTTP/1.1", "[http][server]") {
+    const std::string kAlpha = "abcdefghijklmnopqrstuvwxyz";
+    Rig rig;
+    bool aborted = false;
+    std::string first_bytes;
+    std::optional<std::string> length;
+    rig.app = [&](SlotRef s, const Request&) {
+        auto st = std::make_shared<StreamState>(1 << 16);
+        Response head;
+        head.headers.add("Content-Type", "text/plain");
+        if (length) head.headers.add("Content-Length", *length);
+        head.body = first_bytes;
+        rig.post_kind(s, Completion::Kind::head, st, std::move(head));
+        rig.post_kind(s, Completion::Kind::chunk, st, {}, "hello");
+        rig.post_kind(s, Completion::Kind::chunk, st, {}, "");  // an empty chunk writes nothing
+        rig.post_kind(s, Completion::Kind::chunk, st, {}, " world");
+        rig.post_kind(s, Completion::Kind::chunk, st, {}, "abcdefghijklmnopqrstuvwxyz");  // size 1a
+        rig.post_kind(s, Completion::Kind::end, st, {}, {}, aborted);
+    };
+    auto c = rig.connect();
+
+    SECTION("HTTP/1.1: chunked, then the connection is reused") {
+        c->send(kGet);
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 200);
+        CHECK(r.headers.get("Transfer-Encoding") == std::optional<std::string_view>("chunked"));
+        CHECK_FALSE(r.headers.has("Content-Length"));
+        CHECK(r.raw_body == "5\r\nhello\r\n6\r\n world\r\n1a\r\n" + kAlpha + "\r\n0\r\n\r\n");
+        CHECK(r.body == "hello world" + kAlpha);
+        CHECK(c->in.empty());
+        c->send(kGet);
+        CHECK(rig.reply(*c).body == "hello world" + kAlpha);
+        CHECK(rig.server->alive(c->slot));
+    }
+    SECTION("the head's own body is the first chunk") {
+        first_bytes = "<<";
+        c->send(kGet);
+        Reply r = rig.reply(*c);
+        CHECK(r.raw_body ==
+              "2\r\n<<\r\n5\r\nhello\r\n6\r\n world\r\n1a\r\n" + kAlpha + "\r\n0\r\n\r\n");
+    }
+    SECTION("with the app's Content-Length the body is sent as is") {
+        length = "37";
+        c->send(kGet);
+        Reply r = rig.reply(*c);
+        CHECK_FALSE(r.headers.has("Transfer-Encoding"));
+        CHECK(r.headers.get("Content-Length") == std::optional<std::string_view>("37"));
+        CHECK(r.raw_body == "hello world" + kAlpha);
+        CHECK(rig.server->alive(c->slot));
+    }
+    SECTION("HTTP/1.0: close-delimited, no chunks") {
+        c->send("GET / HTTP/1.0\r\n\r\n");
+        REQUIRE(rig.wait_eof(*c));
+        auto r = take_reply(c->in, false, true);
+        REQUIRE(r);
+        CHECK_FALSE(r->headers.has("Transfer-Encoding"));
+        CHECK(r->headers.get("Connection") == std::optional<std::string_view>("close"));
+        CHECK(r->raw_body == "hello world" + kAlpha);
+    }
+    SECTION("an aborted body is not terminated and the connection is closed") {
+        aborted = true;
+        c->send(kGet);
+        REQUIRE(rig.wait_eof(*c));
+        CHECK(c->in.ends_with("5\r\nhello\r\n6\r\n world\r\n1a\r\n" + kAlpha + "\r\n"));
+        CHECK_FALSE(c->in.ends_with("0\r\n\r\n"));
+        SlotRef slot = c->slot;
+        c->close();  // ends the server's lingering close at once
+        CHECK(rig.step_until([&] { return !rig.server->alive(slot); }));
+    }
+}
+
+// ---- the admin side --------------------------------------------------------------
+
+namespace {
+std::string publish(const std::string& body, const char* auth) {
+    std::string s = "POST /publish HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n";
+    if (auth) s += std::string("Authorization: ") + auth + "\r\n";
+    return s + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+ServerConfig admin_cfg() {
+    ServerConfig cfg;
+    cfg.admin_key = "sekrit";
+    return cfg;
+}
+}  // namespace
+
+TEST_CASE("server admin: GET /metrics is Prometheus text", "[http][server][admin]") {
+    Rig rig(admin_cfg());
+    auto c = rig.connect(true);
+    c->send("GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n");
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 200);
+    auto ct = r.headers.get("Content-Type");
+    REQUIRE(ct);
+    CHECK(ct->starts_with("text/plain; version=0.0.4"));
+    CHECK(r.body.find("# TYPE m0_connections_open gauge\n") != std::string::npos);
+    // The gauge counts client connections; the admin one is not among them.
+    CHECK(r.body.find("\nm0_connections_open 0\n") != std::string::npos);
+    CHECK(r.body.find("\nm0_requests_total 1\n") != std::string::npos);
+    CHECK(rig.seen.empty());  // the admin side never reaches a mount
+
+    SECTION("the gauge follows the connections") {
+        auto other = rig.connect();
+        c->send("GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n");
+        CHECK(rig.reply(*c).body.find("\nm0_connections_open 1\n") != std::string::npos);
+    }
+    SECTION("other admin paths are 404, other methods on /publish 405") {
+        c->send("GET /nothing HTTP/1.1\r\nHost: h\r\n\r\nGET /publish HTTP/1.1\r\nHost: h\r\n\r\n");
+        auto rs = rig.replies(*c, 2);
+        REQUIRE(rs.size() == 2);
+        CHECK(rs[0].status == 404);
+        CHECK(rs[1].status == 405);
+        CHECK(rs[1].headers.get("Allow") == std::optional<std::string_view>("POST"));
+    }
+}
+
+TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][server][admin]") {
+    const std::string body = R"({"channel": "news", "data": "hi", "event": "update"})";
+    SECTION("without the key: 401") {
+        Rig rig(admin_cfg(), {"/"}, true);
+        auto c = rig.connect(true);
+        c->send(publish(body, nullptr));
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 401);
+        CHECK(r.headers.get("WWW-Authenticate") == std::optional<std::string_view>("Bearer"));
+        CHECK(rig.bus->published.load() == 0);
+    }
+    SECTION("with a wrong key: 401") {
+        Rig rig(admin_cfg(), {"/"}, true);
+        auto c = rig.connect(true);
+        c->send(publish(body, "Bearer sekriT") + publish(body, "Bearer sekrit2") +
+                publish(body, "sekrit"));
+        auto rs = rig.replies(*c, 3);
+        REQUIRE(rs.size() == 3);
+        for (auto& r : rs) CHECK(r.status == 401);
+        CHECK(rig.bus->published.load() == 0);
+    }
+    SECTION("with the key and no bus (no --realtime): 503") {
+        Rig rig(admin_cfg());
+        auto c = rig.connect(true);
+        c->send(publish(body, "Bearer sekrit"));
+        CHECK(rig.reply(*c).status == 503);
+    }
+    SECTION("no admin key configured: 403") {
+        Rig rig({}, {"/"}, true);
+        auto c = rig.connect(true);
+        c->send(publish(body, "Bearer "));
+        CHECK(rig.reply(*c).status == 403);
+        CHECK(rig.bus->published.load() == 0);
+    }
+    SECTION("with the key and a bus: 200 and the id") {
+        Rig rig(admin_cfg(), {"/"}, true);
+        auto c = rig.connect(true);
+        c->send(publish(body, "Bearer sekrit"));
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 200);
+        CHECK(r.headers.get("Content-Type") == std::optional<std::string_view>("application/json"));
+        CHECK(r.body == "{\"id\": 1}\n");
+        CHECK(rig.bus->published.load() == 1);
+        CHECK(rig.bus->last_id() == 1);
+        c->send(publish(R"({"channel":"news"})", "Bearer sekrit"));
+        CHECK(rig.reply(*c).body == "{\"id\": 2}\n");
+    }
+    SECTION("a refused channel name or a bad body: 400, nothing published") {
+        Rig rig(admin_cfg(), {"/"}, true);
+        auto c = rig.connect(true);
+        c->send(publish(R"({"channel": "m0.slot.0.1", "data": "x"})", "Bearer sekrit"));
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 400);
+        CHECK(r.body.find("reserved") != std::string::npos);
+        c->send(publish(R"({"channel": "a\nb"})", "Bearer sekrit"));
+        CHECK(rig.reply(*c).status == 400);
+        c->send(publish(R"({"data": "no channel"})", "Bearer sekrit"));
+        CHECK(rig.reply(*c).status == 400);
+        c->send(publish(R"({"channel": "news", "data": 5})", "Bearer sekrit"));
+        CHECK(rig.reply(*c).status == 400);
+        c->send(publish(R"(not json)", "Bearer sekrit"));
+        CHECK(rig.reply(*c).status == 400);
+        CHECK(rig.bus->published.load() == 0);
+        CHECK(rig.bus->last_id() == 0);
+    }
+}
+
+// ---- the listener ------------------------------------------------------------------
+
+TEST_CASE("server: max_connections is enforced on the listener with a 503", "[http][server]") {
+    ServerConfig cfg;
+    cfg.max_connections = 2;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    uint16_t port = rig.server->bound_port(false);
+    REQUIRE(port != 0);
+
+    auto c1 = tcp_connect(port);
+    auto c2 = tcp_connect(port);
+    REQUIRE(rig.step_until([&] { return rig.server->connections() == 2; }));
+    auto c3 = tcp_connect(port);
+    REQUIRE(rig.wait_eof(*c3));
+    auto r = take_reply(c3->in, false, true);
+    REQUIRE(r);
+    CHECK(r->status == 503);
+    CHECK(r->body == "too many connections\n");
+    CHECK(r->headers.get("Retry-After") == std::optional<std::string_view>("1"));
+    CHECK(r->headers.get("Server") == std::optional<std::string_view>("m0serve/" M0_VERSION));
+    CHECK(r->headers.has("Date"));
+    CHECK(r->headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK(rig.metrics.connections_refused.load() == 1);
+    CHECK(rig.server->connections() == 2);
+
+    // The accepted ones are served, with the peer's address and the bound port.
+    c1->send(get("/one"));
+    CHECK(rig.reply(*c1).body == "hello /one");
+    REQUIRE(rig.seen.size() == 1);
+    CHECK(rig.seen[0].req.remote_addr == "127.0.0.1");
+    CHECK(rig.seen[0].req.remote_port == local_port(c1->fd));
+    CHECK(rig.seen[0].req.server_port == port);
+    CHECK(rig.seen[0].req.server_name == "127.0.0.1");
+
+    SECTION("a place freed by a leaving client is taken by the next") {
+        c2->close();
+        REQUIRE(rig.step_until([&] { return rig.server->connections() == 1; }));
+        auto c4 = tcp_connect(port);
+        REQUIRE(rig.step_until([&] { return rig.server->connections() == 2; }));
+        c4->send(get("/four"));
+        CHECK(rig.reply(*c4).body == "hello /four");
+        CHECK(rig.metrics.connections_refused.load() == 1);
+    }
+    SECTION("a second listen on the same port fails with a reason") {
+        std::string err2;
+        Loop other_loop;
+        CompletionRing other_ring;
+        Metrics other_metrics;
+        Server other(other_loop, {}, other_ring, nullptr, other_metrics);
+        CHECK_FALSE(other.listen("127.0.0.1", port, false, err2));
+        CHECK_FALSE(err2.empty());
+        CHECK_FALSE(other.listen("not-an-address", 0, false, err2));
+    }
+}
+
+// ---- regressions ----
+
+// A scraper's keep-alive admin connection must not take a client's place.
+TEST_CASE("server: admin connections do not count against max_connections",
+          "[http][server][admin]") {
+    ServerConfig cfg;
+    cfg.max_connections = 1;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    auto admin = rig.connect(true);
+    auto c = tcp_connect(rig.server->bound_port(false));
+    c->send(kGet);
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 200);
+    CHECK(rig.metrics.connections_refused.load() == 0);
+}
