@@ -275,6 +275,7 @@ struct Model {
         int steps = 0;  // hand-off points passed (3 = finished)
     };
     std::vector<C> clients;
+    uint64_t published = 0;  // the shared counter's value
     int in_flight() const {
         int n = 0;
         for (const auto& c : clients) n += c.requested && c.steps < 3;
@@ -305,7 +306,13 @@ struct Request : Cmd {
     size_t who = *rc::gen::inRange<size_t>(0, kMaxClients);
     std::vector<std::string> channels =
         *rc::gen::unique<std::vector<std::string>>(rc::gen::elementOf(kChannels)).as("channels");
-    uint64_t cursor = *rc::gen::inRange<uint64_t>(0, 6);
+    uint64_t cursor;
+    // The cursor lands near the counter: behind it, at it, or ahead of it (a
+    // client that saw ids this server has not handed out yet).
+    explicit Request(const Model& m) {
+        int64_t c = static_cast<int64_t>(m.published) + *rc::gen::inRange<int64_t>(-1, 3);
+        cursor = static_cast<uint64_t>(c < 0 ? 0 : c);
+    }
 
     void checkPreconditions(const Model& m) const override {
         RC_PRE(who < m.clients.size());
@@ -359,7 +366,7 @@ struct Advance : Cmd {
 
 struct Publish : Cmd {
     std::string channel = *rc::gen::elementOf(kChannels);
-    void apply(Model&) const override {}
+    void apply(Model& m) const override { ++m.published; }
     void run(const Model&, Sut& s) const override {
         auto r = s.bus.publish(channel, "x");
         RC_ASSERT(r.ok());

@@ -68,20 +68,32 @@ def sh(cmd, log, **kw):
 
 
 def copy_tree(dest):
+    """Syncs the working tree into `dest`. A file whose bytes differ is written
+    anew (a fresh mtime, so the build recompiles it); identical files are left
+    alone, so a rerun rebuilds only what changed -- including what an
+    interrupted run left mutated."""
     files = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
-    if dest.exists():
-        shutil.rmtree(dest)
+    wanted = set()
     for rel in files:
         if not rel:
             continue
         src = ROOT / os.fsdecode(rel)
         if not src.is_file():
             continue  # deleted in the working tree
+        wanted.add(os.fsdecode(rel))
         dst = dest / os.fsdecode(rel)
+        data = src.read_bytes()
+        if dst.is_file() and dst.read_bytes() == data:
+            continue
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        dst.write_bytes(data)
+        shutil.copymode(src, dst)
+    if dest.exists():
+        for path in dest.rglob("*"):
+            if path.is_file() and str(path.relative_to(dest)) not in wanted:
+                path.unlink()
 
 
 def run_test(build, test, log):
@@ -112,6 +124,14 @@ def main():
     base.mkdir(parents=True, exist_ok=True)
     log = base / "sabotage.log"
     log.write_text("")
+    # An interrupted run may have left a mutated file compiled into the build:
+    # its marker names the file, which is then rewritten (and so recompiled).
+    marker = base / "mutated"
+    if marker.exists():
+        stale = tree / marker.read_text().strip()
+        if stale.exists():
+            stale.unlink()
+        marker.unlink()
     copy_tree(tree)
     if sh(["cmake", "-S", tree, "-B", build, "-DM0_WERROR=OFF", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"], log):
         print(f"sabotage: cmake failed (log: {log})")
@@ -138,6 +158,7 @@ def main():
             failures += 1
             continue
         try:
+            marker.write_text(m.file)
             target.write_text(original.replace(m.find, m.replace))
             if sh(["cmake", "--build", build, "-j", args.jobs, "--target", m.test], log):
                 print(f"BROKEN {m.name}: the mutated tree does not build (log: {log})")
@@ -154,6 +175,7 @@ def main():
             failures += 1
         finally:
             target.write_text(original)
+            marker.unlink()
     print(f"sabotage: {len(muts) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
