@@ -229,11 +229,7 @@ int main(int argc, char** argv) {
     Options o = parse(argc, argv);
     m0::log::set_level(o.level);
     signal(SIGPIPE, SIG_IGN);
-    if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0)
-        die("--chdir " + o.chdir + ": " + std::strerror(errno));
-    char cwd[4096];
-    if (!o.chdir.empty() && getcwd(cwd, sizeof cwd)) o.chdir = cwd;
-
+    // Key files are read before --chdir: relative paths mean the caller's directory.
     std::optional<m0::grant::KeyRing> grant_keys;
     if (!o.grant_key_file.empty()) {
         std::string err;
@@ -241,6 +237,11 @@ int main(int argc, char** argv) {
         if (!grant_keys) die("--grant-key-file: " + err);
     }
     if (!o.admin_key_file.empty()) o.server.admin_key = read_key_file(o.admin_key_file);
+
+    if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0)
+        die("--chdir " + o.chdir + ": " + std::strerror(errno));
+    char cwd[4096];
+    if (!o.chdir.empty() && getcwd(cwd, sizeof cwd)) o.chdir = cwd;
 
     m0::Loop loop;
     m0::CompletionRing ring;
