@@ -15,17 +15,24 @@ PROPERTY_CASES ?= 200
 export PYTHONDONTWRITEBYTECODE := 1
 
 DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
-                libssl-dev catch2 librapidcheck-dev cmake g++ pkg-config make
+                libssl-dev catch2 librapidcheck-dev cmake g++ pkg-config make \
+                chromium
+# Node.js and npm drive the browser test (playwright-core from npm); Debian's
+# packages are used only when the machine has none.
+NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
+GRANT_KEYS ?= $(BUILD)/grant.keys
+TEXTSHELF  := fixtures/textshelf
 
-.PHONY: deps build configure test unit property property-long smoke smoke-basic \
-        smoke-django-realtime smoke-mojo-mount-hold sabotage sabotage-pool \
-        serve fixtures-db clean format format-check
+.PHONY: deps build configure test unit property property-long test-python smoke smoke-basic \
+        smoke-django-realtime smoke-mojo-mount-hold smoke-textshelf test-browser sabotage \
+        sabotage-pool serve serve-djangoproj fixtures-db clean format format-check
 
 # Installs the Debian packages that are missing (apt-get, when root); prints
 # the command otherwise.
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	missing="$$missing $(NODE_PACKAGES)"; missing=$$(echo $$missing); \
 	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
 	echo "deps: missing: $$missing"; \
 	if [ "$$(id -u)" = 0 ]; then \
@@ -45,7 +52,7 @@ build: configure
 
 # ---- tests -------------------------------------------------------------
 test: deps build
-	$(MAKE) --no-print-directory unit property smoke sabotage
+	$(MAKE) --no-print-directory unit property test-python smoke sabotage test-browser
 	@echo "make test: every part passed"
 
 unit: build
@@ -57,7 +64,13 @@ property: build
 property-long: build
 	cd $(BUILD) && RC_PARAMS="max_success=5000" ctest -L property --output-on-failure
 
-smoke: smoke-basic smoke-django-realtime smoke-mojo-mount-hold
+# The m0 package (grants, names, hold helper), djangoproj's views, textshelf's
+# authorization: unittest, with Debian's interpreter.
+test-python: fixtures-db
+	$(PY) -m unittest discover -s src/wsgi/tests -t src/wsgi
+	cd $(TEXTSHELF) && $(PY) manage.py test textshelf -v 1
+
+smoke: smoke-basic smoke-django-realtime smoke-mojo-mount-hold smoke-textshelf
 
 smoke-basic: build fixtures-db
 	$(PY) smoke/10-basic.py --binary $(M0SERVE)
@@ -68,6 +81,13 @@ smoke-django-realtime: build fixtures-db
 smoke-mojo-mount-hold: build fixtures-db
 	$(PY) smoke/30-mojo-mount-hold.py --binary $(M0SERVE)
 
+smoke-textshelf: build fixtures-db
+	$(PY) smoke/40-textshelf.py --binary $(M0SERVE)
+
+# Headless Chromium (Debian) driven by playwright-core (npm) against textshelf.
+test-browser: build fixtures-db
+	$(PY) smoke/50-textshelf-browser.py --binary $(M0SERVE)
+
 sabotage: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --all
 
@@ -77,8 +97,23 @@ sabotage-pool: build
 # ---- the demo -----------------------------------------------------------
 fixtures-db:
 	cd fixtures/djangoproj && $(PY) manage.py migrate --noinput -v 0
+	cd $(TEXTSHELF) && $(PY) manage.py seed >/dev/null
 
-serve: deps build fixtures-db
+# A grant key file (KID HEX, the first key signs), made once.
+$(GRANT_KEYS):
+	@mkdir -p $(dir $@)
+	$(PY) -c 'import secrets; print("k1", secrets.token_hex(32))' > $@
+	chmod 600 $@
+
+# The main demo: textshelf on the WSGI pool and the mojo mount, with --realtime.
+serve: deps build fixtures-db $(GRANT_KEYS)
+	@cd $(TEXTSHELF) && $(PY) manage.py seed
+	M0_GRANT_KEY_FILE=$(abspath $(GRANT_KEYS)) $(M0SERVE) --listen $(LISTEN) --chdir $(TEXTSHELF) \
+	  --mount /=textshelf_site.wsgi:application --mount /native=mojo --realtime \
+	  --grant-key-file $(GRANT_KEYS)
+
+# The smaller demo: djangoproj (publish form, hold view) with the mojo mount.
+serve-djangoproj: deps build fixtures-db
 	$(M0SERVE) --listen $(LISTEN) --chdir fixtures/djangoproj \
 	  --mount /=djangoproj.wsgi:application --mount /native=mojo --realtime
 

@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""smoke-textshelf-browser: textshelf's live annotations in a real browser
+(fixtures/textshelf/browser/test_live.mjs: playwright-core driving Debian's
+/usr/bin/chromium), then the reconnect the browser relies on, at the
+protocol level.
+
+Needs /usr/bin/chromium (without it: one SKIP line, exit 0) and the test's
+node_modules (`npm ci --no-audit --no-fund` in fixtures/textshelf/browser
+when they are missing; package-lock.json pins them). Installs nothing else.
+
+The server is the one of smoke/40-textshelf.py: textshelf, the mojo mount
+at /native, --realtime, a fresh grant key file shared through
+M0_GRANT_KEY_FILE and --grant-key-file, the fixture's database seeded first.
+
+Phase 1 runs `node test_live.mjs` (BASE_URL, SCREENSHOT=build/textshelf-live.png)
+and relays its lines to stderr; it passes when the test exits 0.
+Phase 2: an EventSource that reconnects sends `Last-Event-ID: N`, N the
+last id it saw; over /native/live it must get only later events -- and the
+cursor must really filter, so a client whose cursor is ahead of the counter
+hears nothing of the same annotation.
+"""
+
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in smoke/ or src/wsgi/m0/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from m0smoke import (  # noqa: E402
+    ROOT, Smoke, check, check_hold_head, check_stream, leave, read_head_body, short)
+from textshelf_lib import (  # noqa: E402
+    DOC, FIXTURE, MOJO_HEAD, User, key_file, new_key, read_events, seed,
+    textshelf_server)
+
+SCRIPT = "50-textshelf-browser"
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_DIR = os.path.join(FIXTURE, "browser")
+SCREENSHOT = os.path.join(ROOT, "build", "textshelf-live.png")
+NODE_BUDGET_S = 200.0  # test_live.mjs has its own 180 s watchdog
+
+smoke = Smoke(SCRIPT, __doc__, phase_timeout=240.0)
+
+
+def start(ctx):
+    seed()
+    return textshelf_server(ctx, key_file(ctx, "grant.keys", [new_key("k1")]))
+
+
+def relay(cmd, cwd, env, budget, prefix):
+    """Runs cmd, copying its output lines to stderr as they come; returns
+    (rc, lines). rc is None when it was killed at the budget."""
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    lines = []
+
+    def pump():
+        for raw in p.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            lines.append(line)
+            sys.stderr.write("%s%s\n" % (prefix, line))
+            sys.stderr.flush()
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    try:
+        rc = p.wait(budget)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)  # its own session: node and the chromium it started
+        p.wait(10)
+        rc = None
+    t.join(5)
+    return rc, lines
+
+
+def ensure_node_modules():
+    if os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
+        return
+    npm = shutil.which("npm")
+    check(npm, "fixtures/textshelf/browser/node_modules is missing and npm is not installed")
+    sys.stderr.write("  node_modules missing: npm ci --no-audit --no-fund (in %s)\n" % BROWSER_DIR)
+    rc, lines = relay([npm, "ci", "--no-audit", "--no-fund"], BROWSER_DIR, dict(os.environ), 600.0, "  npm| ")
+    check(rc == 0, "npm ci exited %r: %s" % (rc, lines[-1] if lines else "(no output)"))
+
+
+@smoke.phase(1, "browser: test_live.mjs against textshelf on m0serve (mojo and WSGI paths, 403s, badge)")
+def phase1(ctx):
+    node = shutil.which("node")
+    check(node, "node is not installed")
+    ensure_node_modules()
+    srv = start(ctx)
+    env = dict(os.environ)
+    env.update({"BASE_URL": "http://%s:%d" % srv.addr, "SCREENSHOT": SCREENSHOT, "CHROMIUM": CHROMIUM})
+    env.pop("HEADED", None)
+    t0 = time.monotonic()
+    rc, lines = relay([node, "test_live.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ")
+    took = time.monotonic() - t0
+    check(rc is not None, "test_live.mjs still running after %.0fs (killed)" % NODE_BUDGET_S)
+    summary = [m for m in (re.match(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", l) for l in lines) if m]
+    failed = [l for l in lines if l.startswith(("FAIL ", "SKIP "))]
+    check(rc == 0, "test_live.mjs exited %d after %.1fs (%s): %s" % (
+        rc, took, summary[-1].group(0) if summary else "no summary line",
+        failed[0] if failed else short(lines[-3:])))
+    check(summary, "test_live.mjs exited 0 without its 'N passed, M failed, K skipped' line")
+    passed, nfailed, skipped = map(int, summary[-1].groups())
+    check(passed > 0 and nfailed == 0 and skipped == 0,
+          "test_live.mjs exited 0 but says %r" % summary[-1].group(0))
+
+
+def annotation_event(conn, aid, what, timeout=10.0):
+    """Waits for the annotation event of annotation `aid` on a /native/live hold; returns its id."""
+    events = read_events(conn, MOJO_HEAD, 1, timeout)
+    check(events, "%s: no event within %.0fs of annotation %d%s; body %s" % (
+        what, timeout, aid, " (EOF)" if conn.eof else "", short(conn.buf[len(MOJO_HEAD):])))
+    ev = events[-1]
+    check(ev["event"] == "annotation" and ('"id":%d,' % aid) in "".join(ev["data"]),
+          "%s: the event is not annotation %d: %s" % (what, aid, short(ev["raw"])))
+    return int(ev["id"])
+
+
+def live(ctx, srv, url, last_event_id=None):
+    headers = [("Last-Event-ID", str(last_event_id))] if last_event_id is not None else []
+    c, head = ctx.hold(srv, url, headers, timeout=10.0)
+    check(head.status == 200, "GET %s (Last-Event-ID %r): %s %s" % (
+        short(url, 60), last_event_id, head.summary(), short(c.pending(), 120)))
+    check_hold_head(head, "mojo")
+    read_head_body(c, MOJO_HEAD)
+    return c
+
+
+@smoke.phase(2, "reconnect: /native/live with Last-Event-ID: N (the last id seen) gets only later ids; "
+                "a cursor ahead of the counter mutes the same annotation")
+def phase2(ctx):
+    srv = start(ctx)
+    alice = User(srv.addr, "alice").login()
+    bob = User(srv.addr, "bob").login()
+    url = alice.stream_url("/grant/document/%d" % DOC)
+
+    first = live(ctx, srv, url)
+    a1 = bob.annotate(DOC, "Nevermore", "reconnect %s one" % secrets.token_hex(3))
+    n = annotation_event(first, a1, "the first connection")
+    leave(first)  # the browser's connection drops
+
+    # EventSource reconnects to the same URL with the last id it saw.
+    again = live(ctx, srv, url, n)
+    ahead = live(ctx, srv, url, n + 1000)
+    a2 = bob.annotate(DOC, "Nevermore", "reconnect %s two" % secrets.token_hex(3))
+    m = annotation_event(again, a2, "the reconnected hold (Last-Event-ID: %d)" % n)
+    check(m > n, "after Last-Event-ID: %d the hold got id %d" % (n, m))
+    again.read_until(lambda b: False, 0.3)  # nothing else may follow
+    ev = read_events(again, MOJO_HEAD, 1, 0)[0]
+    check_stream(again.buf[len(MOJO_HEAD):], [(m, "\n".join(ev["data"]), "annotation")],
+                 "the reconnected hold (Last-Event-ID: %d)" % n)
+    # The control: the header is honoured, not ignored -- a cursor past the
+    # new id mutes it (and no later event was published meanwhile).
+    ahead.read_until(lambda b: False, 0.3)
+    check(read_events(ahead, MOJO_HEAD, 1, 0) == [],
+          "a hold with Last-Event-ID: %d got %s: the cursor is ignored on /native/live" % (
+              n + 1000, short(ahead.buf[len(MOJO_HEAD):])))
+    check(not again.eof and not ahead.eof, "a hold was closed")
+
+
+if __name__ == "__main__":
+    if not os.path.exists(CHROMIUM) and not {"-h", "--help", "--list"} & set(sys.argv[1:]):
+        print("SKIP textshelf browser: %s not installed" % CHROMIUM, flush=True)
+        sys.exit(0)
+    sys.exit(smoke.main())
