@@ -7,7 +7,10 @@
 // `make sabotage-pool` mutates the hold code and the refusal and requires this to fail.
 #include <catch2/catch.hpp>
 
+#include <ctime>
+
 #include "bus/channel.hpp"
+#include "grant/grant.hpp"
 #include "mojo/builtin.hpp"
 #include "mojo/mojo_pool.hpp"
 
@@ -213,5 +216,59 @@ TEST_CASE("mojo pool: other M0-Hold values, refused channels and exceptions", "[
     SECTION("a handler exception is a 500 and raised") {
         CHECK(run("/throw").response.status == 500);
         CHECK(pool.raised.load() == 1);
+    }
+}
+
+TEST_CASE("mojo pool: /live holds on the channels of a verified grant and refuses every bad one 403",
+          "[mojo][pool][grant]") {
+    std::string err;
+    auto keys = grant::KeyRing::from_text(
+        "new " + std::string(64, 'a') + "\nold " + std::string(64, 'b') + "\n", err);
+    REQUIRE(keys);
+    mojo::MojoEnv env{&*keys};
+    CompletionRing ring;
+    bus::BusChannel bus;
+    hold::Handoff h;
+    h.ring = &ring;
+    h.bus = &bus;
+    Pool pool("mojo", 0);
+    mojo::HandlerFor<mojo::BuiltinMount> handler{env};
+    const int64_t now = static_cast<int64_t>(std::time(nullptr));
+    auto run = [&](const std::string& token) {
+        http::Request r;
+        r.path_info = "/live";
+        r.query = "grant=" + token;
+        mojo::serve_job(h, pool, handler, {1, 1}, r, 0);
+        std::deque<Completion> out;
+        REQUIRE(ring.drain(out) == 1);
+        return std::move(out.front());
+    };
+    SECTION("a grant signed by the current key holds on its channels") {
+        auto c = run(grant::sign(*keys->find("new"), {"notate_document_1", "x"}, now + 60));
+        CHECK(c.kind == Completion::Kind::hold);
+        auto frames = bus.peek();
+        REQUIRE(frames.size() == 1);
+        CHECK(std::get<bus::HoldFrame>(frames.front()).channels ==
+              std::vector<std::string>{"notate_document_1", "x"});
+    }
+    SECTION("a grant signed by a rotated-out key still in the file holds") {
+        CHECK(run(grant::sign(*keys->find("old"), {"a"}, now + 60)).kind == Completion::Kind::hold);
+    }
+    SECTION("expired, forged, truncated and unknown-key grants are 403 with a reason, never a hold") {
+        std::string good = grant::sign(*keys->find("new"), {"a"}, now + 60);
+        grant::Key stranger{"new", std::string(32, 'z')};
+        grant::Key unknown{"gone", std::string(32, 'a')};
+        for (const auto& [token, reason] : std::vector<std::pair<std::string, std::string>>{
+                 {grant::sign(*keys->find("new"), {"a"}, now - 1), "grant expired"},
+                 {grant::sign(stranger, {"a"}, now + 60), "bad grant signature"},
+                 {good.substr(0, good.size() - 5), "malformed grant"},
+                 {grant::sign(unknown, {"a"}, now + 60), "unknown grant key"},
+             }) {
+            auto c = run(token);
+            CHECK(c.kind == Completion::Kind::response);
+            CHECK(c.response.status == 403);
+            CHECK(c.response.body == reason + "\n");
+        }
+        CHECK(bus.queued() == 0);
     }
 }
