@@ -26,14 +26,13 @@ struct Rig {
     int client = -1;
     SlotRef slot;
 
-    Rig() {
+    explicit Rig(http::ServerConfig cfg = {}) {
         hold::Handoff h;
         h.ring = &ring;
         h.bus = &bus;
         h.metrics = &metrics;
         pool = std::make_unique<mojo::MojoPool>(0, h);
-        http::ServerConfig cfg;
-        cfg.heartbeat = 3600;
+        if (cfg.heartbeat == http::ServerConfig{}.heartbeat) cfg.heartbeat = 3600;
         server = std::make_unique<http::Server>(loop, cfg, ring, &bus, metrics);
         server->add_mount("/native", [this](SlotRef s, http::Request&& r) {
             return pool->submit(handler, s, std::move(r));
@@ -137,4 +136,51 @@ TEST_CASE("hold loop: a frame for a departed slot is dropped", "[hold][loop]") {
     rig.server->on_completions_ready();
     CHECK_FALSE(rig.server->subscribed(rig.slot));
     CHECK(rig.metrics.holds_open.load() == 0);
+}
+
+TEST_CASE("hold loop: a slow reader over --hold-buffer-limit is closed and unsubscribed", "[hold][loop][limits]") {
+    http::ServerConfig cfg;
+    cfg.hold_buffer_limit = 64 * 1024;
+    Rig rig(cfg);
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold", got);
+    // The client stops reading; events pile up in the socket, then in the
+    // server's output buffer, until the limit closes the hold.
+    const std::string payload(8 * 1024, 'x');
+    for (int i = 0; i < 400 && rig.server->alive(rig.slot); ++i) {
+        REQUIRE(rig.bus.publish("c", payload).ok());
+        rig.server->on_bus_ready();
+        rig.loop.run_once();
+    }
+    CHECK_FALSE(rig.server->alive(rig.slot));
+    CHECK_FALSE(rig.server->subscribed(rig.slot));
+    CHECK(rig.metrics.slow_readers_closed.load() == 1);
+    CHECK(rig.metrics.holds_open.load() == 0);
+}
+
+TEST_CASE("hold loop: heartbeats are written while a hold is idle", "[hold][loop]") {
+    http::ServerConfig cfg;
+    cfg.heartbeat = 0.05;
+    Rig rig(cfg);
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold\n\n:\n\n:\n\n", got);
+    CHECK(got.find(": mojo hold\n\n:\n\n:\n\n") != std::string::npos);
+}
+
+TEST_CASE("server: output that does not drain within --write-timeout is cut", "[http][loop][limits]") {
+    http::ServerConfig cfg;
+    cfg.write_timeout = 0.2;
+    cfg.hold_buffer_limit = 64 * 1024 * 1024;  // the write timeout acts first
+    Rig rig(cfg);
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold", got);
+    const std::string payload(256 * 1024, 'x');
+    for (int i = 0; i < 16; ++i) REQUIRE(rig.bus.publish("c", payload).ok());
+    rig.server->on_bus_ready();
+    // The client reads nothing: the socket fills, writing stalls, the timeout fires.
+    CHECK(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); }, std::chrono::milliseconds(3000)));
+    CHECK(rig.metrics.slow_readers_closed.load() == 0);
 }
