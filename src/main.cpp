@@ -51,7 +51,7 @@ const char* kUsage =
   --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
   --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
   --max-holds N               past it, a hold answer is 503 (default 10000)
-  --admin-listen HOST:PORT    admin listener: POST /publish, GET /metrics
+  --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
   --admin-key-file PATH       bearer key for admin POST /publish
   --grant-key-file PATH       keys that verify grants (KID HEX per line)
   --help, --version

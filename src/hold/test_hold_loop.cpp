@@ -184,3 +184,22 @@ TEST_CASE("server: output that does not drain within --write-timeout is cut", "[
     CHECK(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); }, std::chrono::milliseconds(3000)));
     CHECK(rig.metrics.slow_readers_closed.load() == 0);
 }
+
+TEST_CASE("hold loop: closing a channel sends each hold a retry hint, then EOF", "[hold][loop]") {
+    Rig rig;
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold", got);
+    CHECK(rig.server->close_channel("other") == 0);
+    CHECK(rig.server->close_channel("c") == 1);
+    rig.read_until("retry: ", got);
+    REQUIRE(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); }));
+    size_t at = got.find("retry: ");
+    REQUIRE(at != std::string::npos);
+    uint64_t ms = std::stoull(got.substr(at + 7));
+    CHECK(ms >= 1000);
+    CHECK(ms <= 6000);
+    CHECK(rig.metrics.holds_open.load() == 0);
+    char c;
+    CHECK(::recv(rig.client, &c, 1, MSG_DONTWAIT) == 0);  // EOF after the hint
+}

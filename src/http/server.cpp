@@ -309,13 +309,13 @@ Response Server::admin_handle(const Request& req) {
         r.body = metrics_.render(pools_, bus_);
         return r;
     }
-    if (req.path == "/publish") {
+    if (req.path == "/publish" || req.path == "/close") {
         if (req.method != "POST") {
             auto r = error_response(405, "use POST");
             r.headers.add("Allow", "POST");
             return r;
         }
-        if (cfg_.admin_key.empty()) return error_response(403, "admin publish needs --admin-key-file");
+        if (cfg_.admin_key.empty()) return error_response(403, "the admin API needs --admin-key-file");
         auto auth = req.headers.get("Authorization");
         std::string want = "Bearer " + cfg_.admin_key;
         if (!auth || auth->size() != want.size() ||
@@ -324,21 +324,27 @@ Response Server::admin_handle(const Request& req) {
             r.headers.add("WWW-Authenticate", "Bearer");
             return r;
         }
-        if (!bus_) return error_response(503, "publish needs --realtime");
+        if (!bus_) return error_response(503, "the admin API needs --realtime");
         std::map<std::string, std::string> fields;
         std::string err;
         if (!parse_flat_json(req.body, fields, err)) return error_response(400, err);
         if (!fields.count("channel")) return error_response(400, "missing channel");
+        Response r;
+        r.headers.add("Content-Type", "application/json");
+        if (req.path == "/close") {
+            auto e = bus::check_channel(fields["channel"]);
+            if (e != bus::NameError::ok) return error_response(400, bus::reason(e));
+            r.body = "{\"closed\": " + std::to_string(close_channel(fields["channel"])) + "}\n";
+            return r;
+        }
         auto res = bus_->publish(fields["channel"], fields["data"], fields["event"]);
         if (res.name_error != bus::NameError::ok)
             return error_response(400, bus::reason(res.name_error));
         if (!res.ok()) return error_response(503, "the bus channel is full");
-        Response r;
-        r.headers.add("Content-Type", "application/json");
         r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
         return r;
     }
-    return error_response(404, "admin serves /metrics and /publish");
+    return error_response(404, "admin serves /metrics, /publish and /close");
 }
 
 // ---- writing -------------------------------------------------------------
@@ -615,12 +621,32 @@ void Server::finish_hold_head(Conn& c, Response& r) {
     auto pending = std::move(c.hold->pending);
     for (const auto& ev : pending)
         if (!write_hold(c, ev)) return;
-    if (shutting_down_) {
-        std::uniform_int_distribution<uint64_t> spread(1000, 6000);
-        std::string retry = sse::encode_retry(spread(rng_));
-        evbuffer_add(out, retry.data(), retry.size());
-        close_after_write(c);
+    if (shutting_down_) drop_hold(c);
+}
+
+void Server::drop_hold(Conn& c) {
+    // A reconnect hint, spread so the clients do not all come back in the same second.
+    std::uniform_int_distribution<uint64_t> spread(1000, 6000);
+    std::string retry = sse::encode_retry(spread(rng_));
+    evbuffer_add(bufferevent_get_output(c.bev), retry.data(), retry.size());
+    if (c.hold) {
+        subs_.unsubscribe_all(c.slot);  // nothing more is written after the hint
+        c.hold->channels.clear();
     }
+    holding_.erase(c.slot.index);
+    close_after_write(c);
+}
+
+size_t Server::close_channel(const std::string& channel) {
+    std::vector<SlotRef> targets = subs_.subscribers(channel);
+    size_t n = 0;
+    for (SlotRef s : targets) {
+        Conn* c = find(s);
+        if (!c || c->phase != Phase::holding) continue;
+        drop_hold(*c);
+        ++n;
+    }
+    return n;
 }
 
 void Server::on_bus_ready() {
@@ -710,15 +736,11 @@ void Server::shutdown() {
     if (listener_) evconnlistener_disable(listener_);
     M0_LOG(info, "shutting down: ", std::to_string(open_), " connections, ",
            std::to_string(holding_.size()), " holds");
-    std::uniform_int_distribution<uint64_t> spread(1000, 6000);
     for (auto& e : slots_) {
         Conn* c = e.conn.get();
         if (!c || c->admin) continue;
         if (c->phase == Phase::holding) {
-            // A reconnect hint, spread so the clients do not all return at once.
-            std::string retry = sse::encode_retry(spread(rng_));
-            evbuffer_add(bufferevent_get_output(c->bev), retry.data(), retry.size());
-            close_after_write(*c);
+            drop_hold(*c);
         } else if (c->phase == Phase::reading && !c->parser.in_message() &&
                    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
             close_conn(*c);

@@ -93,6 +93,9 @@ public:
     // in-flight requests finish within the grace period, then exit the loop.
     void shutdown();
     bool shutting_down() const { return shutting_down_; }
+    // Admin POST /close: every hold on `channel` gets a retry hint and is
+    // closed (clients reconnect with their Last-Event-ID). Returns how many.
+    size_t close_channel(const std::string& channel);
 
     // Introspection (loop thread; tests and metrics).
     bool alive(SlotRef s) const { return find(s) != nullptr; }
@@ -135,6 +138,7 @@ private:
     void sse_peer_frame(bus::HoldFrame& f);
     void fanout(bus::PublishFrame& f);
     bool write_hold(Conn& c, std::string_view bytes);
+    void drop_hold(Conn& c);
     void heartbeat();
     void check_drained();
     std::string head_text(const Conn& c, const Response& r, std::string_view framing);
