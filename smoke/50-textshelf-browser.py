@@ -12,8 +12,12 @@ The server is the one of smoke/40-textshelf.py: textshelf, the mojo mount
 at /native, --realtime, a fresh grant key file shared through
 M0_GRANT_KEY_FILE and --grant-key-file, the fixture's database seeded first.
 
-Phase 1 runs `node test_live.mjs` (BASE_URL, SCREENSHOT=build/textshelf-live.png)
-and relays its lines to stderr; it passes when the test exits 0.
+The server also has the admin listener and key textshelf_lib gives it.
+
+Phase 1 runs `node test_live.mjs` (BASE_URL, SCREENSHOT=build/textshelf-live.png,
+ADMIN_URL and ADMIN_KEY for its reconnect steps: the admin POST /close drops
+alice's stream, her browser reconnects with Last-Event-ID) and relays its
+lines to stderr; it passes when the test exits 0 with nothing failed or skipped.
 Phase 2: an EventSource that reconnects sends `Last-Event-ID: N`, N the
 last id it saw; over /native/live it must get only later events -- and the
 cursor must really filter, so a client whose cursor is ahead of the counter
@@ -87,14 +91,17 @@ def ensure_node_modules():
     check(rc == 0, "npm ci exited %r: %s" % (rc, lines[-1] if lines else "(no output)"))
 
 
-@smoke.phase(1, "browser: test_live.mjs against textshelf on m0serve (mojo and WSGI paths, 403s, badge)")
+@smoke.phase(1, "browser: test_live.mjs against textshelf on m0serve (mojo and WSGI paths, 403s, badge, "
+                "reconnect after the admin POST /close)")
 def phase1(ctx):
     node = shutil.which("node")
     check(node, "node is not installed")
     ensure_node_modules()
     srv = start(ctx)
     env = dict(os.environ)
-    env.update({"BASE_URL": "http://%s:%d" % srv.addr, "SCREENSHOT": SCREENSHOT, "CHROMIUM": CHROMIUM})
+    check(srv.admin and srv.admin_key, "the server has no admin listener and key (SERVER_ADMIN, SERVER_ADMIN_KEY)")
+    env.update({"BASE_URL": "http://%s:%d" % srv.addr, "SCREENSHOT": SCREENSHOT, "CHROMIUM": CHROMIUM,
+                "ADMIN_URL": "http://%s:%d" % srv.admin, "ADMIN_KEY": srv.admin_key})
     env.pop("HEADED", None)
     t0 = time.monotonic()
     rc, lines = relay([node, "test_live.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ")
