@@ -16,7 +16,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
                 libssl-dev catch2 librapidcheck-dev cmake g++ pkg-config make \
-                chromium
+                chromium clang-format
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
@@ -52,7 +52,7 @@ build: configure
 
 # ---- tests -------------------------------------------------------------
 test: deps build
-	$(MAKE) --no-print-directory unit property test-python smoke sabotage test-browser
+	$(MAKE) --no-print-directory format-check unit property test-python smoke sabotage test-browser
 	@echo "make test: every part passed"
 
 unit: build

@@ -42,7 +42,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int kThreads = 3;       // pool threads: at most this many jobs in flight
+constexpr int kThreads = 3;  // pool threads: at most this many jobs in flight
 constexpr int kMaxClients = 6;
 const std::vector<std::string> kChannels = {"a", "b", "c"};
 
@@ -63,7 +63,7 @@ uint64_t key(SlotRef s) { return (uint64_t(s.index) << 32) | s.gen; }
 
 // Parks pool threads at hand-off points; the test thread releases them one step at a time.
 class Stepper {
-public:
+  public:
     struct Job {
         std::vector<hold::Point> seen;
         bool parked = false;
@@ -107,7 +107,7 @@ public:
     }
     void notify() { cv_.notify_all(); }
 
-private:
+  private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::map<uint64_t, Job> jobs_;
@@ -121,11 +121,11 @@ struct Client {
     bool job_done = false;
     uint64_t cursor = 0;
     std::set<std::string> channels;
-    bool frame_sent = false;          // the h frame is queued (observed at the hook)
-    std::vector<uint64_t> expected;   // ids it must receive, in order
-    std::string bytes;                // what it read
+    bool frame_sent = false;         // the h frame is queued (observed at the hook)
+    std::vector<uint64_t> expected;  // ids it must receive, in order
+    std::string bytes;               // what it read
     bool eof = false;
-    size_t parsed = 0;                // bytes of `bytes` already checked
+    size_t parsed = 0;  // bytes of `bytes` already checked
     bool head_seen = false;
     std::vector<uint64_t> received;
 };
@@ -164,7 +164,8 @@ struct Sut {
         for (auto& c : clients)
             for (int i = 0; i < 6 && c.requested && !c.job_done; ++i) {
                 uint64_t done_before = pool->pool().completed.load();
-                stepper.advance(c.slot, [&] { return pool->pool().completed.load() > done_before; });
+                stepper.advance(c.slot,
+                                [&] { return pool->pool().completed.load() > done_before; });
                 if (pool->pool().completed.load() > done_before) c.job_done = true;
             }
         server.reset();
@@ -179,7 +180,8 @@ struct Sut {
     void advance(Client& c) {
         if (c.job_done) return;
         uint64_t done_before = pool->pool().completed.load();
-        bool moved = stepper.advance(c.slot, [&] { return pool->pool().completed.load() > done_before; });
+        bool moved =
+            stepper.advance(c.slot, [&] { return pool->pool().completed.load() > done_before; });
         RC_ASSERT(moved);
         if (pool->pool().completed.load() > done_before) c.job_done = true;
         for (auto p : stepper.seen(c.slot))
@@ -244,7 +246,8 @@ struct Sut {
             std::string data = block.substr(nl + 1);
             RC_ASSERT(data.rfind("data: ", 0) == 0);
             RC_ASSERT(id > c.cursor);
-            if (!c.received.empty()) RC_ASSERT(id > c.received.back());  // (RC_ASSERT evaluates both sides of ||)
+            if (!c.received.empty())
+                RC_ASSERT(id > c.received.back());  // (RC_ASSERT evaluates both sides of ||)
             RC_ASSERT(c.channels.count(channel_of[id]) == 1);
             c.received.push_back(id);
         }
@@ -328,7 +331,8 @@ struct Request : Cmd {
         std::string req = "GET /m/h?c=" + list + " HTTP/1.1\r\nHost: p\r\n";
         if (cursor) req += "Last-Event-ID: " + std::to_string(cursor) + "\r\n";
         req += "\r\n";
-        RC_ASSERT(::send(c.fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size()));
+        RC_ASSERT(::send(c.fd, req.data(), req.size(), MSG_NOSIGNAL) ==
+                  static_cast<ssize_t>(req.size()));
         c.requested = true;
         c.cursor = cursor;
         c.channels = {channels.begin(), channels.end()};
@@ -470,11 +474,11 @@ int main() {
         [] {
             Model model;
             Sut sut;
-            rc::state::check(model, sut,
-                             rc::state::gen::execOneOfWithArgs<Connect, Connect, Request, Request,
-                                                               Advance, Advance, Advance, Publish,
-                                                               Publish, LoopStep, DrainRing,
-                                                               DrainBus, Disconnect>());
+            rc::state::check(
+                model, sut,
+                rc::state::gen::execOneOfWithArgs<Connect, Connect, Request, Request, Advance,
+                                                  Advance, Advance, Publish, Publish, LoopStep,
+                                                  DrainRing, DrainBus, Disconnect>());
             finish(sut);
         });
     return ok ? 0 : 1;

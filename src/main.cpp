@@ -101,7 +101,8 @@ double parse_seconds(const std::string& flag, const std::string& v) {
     return d;
 }
 
-void parse_hostport(const std::string& flag, const std::string& v, std::string& host, uint16_t& port) {
+void parse_hostport(const std::string& flag, const std::string& v, std::string& host,
+                    uint16_t& port) {
     size_t colon = v.rfind(':');
     if (colon == std::string::npos || colon == 0) die(flag + " wants HOST:PORT, got '" + v + "'");
     host = v.substr(0, colon);
@@ -148,10 +149,12 @@ Options parse(int argc, char** argv) {
                 }
                 if (!found)
                     die("--mount " + m + ": '" + ms.spec +
-                        "' is neither module:callable nor a compiled-in mojo mount (" + names + ")");
+                        "' is neither module:callable nor a compiled-in mojo mount (" + names +
+                        ")");
             }
             for (const auto& other : o.mounts)
-                if (other.prefix == ms.prefix) die("--mount: prefix " + ms.prefix + " is mounted twice");
+                if (other.prefix == ms.prefix)
+                    die("--mount: prefix " + ms.prefix + " is mounted twice");
             o.mounts.push_back(ms);
         } else if (a == "--blocking-threads") {
             o.blocking_threads = parse_number<size_t>(a, value(), 1, 1024);
@@ -287,16 +290,18 @@ int main(int argc, char** argv) {
             if (o.mounts[i].wsgi) {
                 PyObject* app = apps[i];
                 auto* pool = wsgi_pool.get();
-                server.add_mount(o.mounts[i].prefix, [pool, app](m0::SlotRef s, m0::http::Request&& r) {
-                    return pool->submit(app, s, std::move(r));
-                });
+                server.add_mount(o.mounts[i].prefix,
+                                 [pool, app](m0::SlotRef s, m0::http::Request&& r) {
+                                     return pool->submit(app, s, std::move(r));
+                                 });
             } else {
                 handlers.push_back(m0::mojo::make_mount(o.mounts[i].spec, env));
                 auto* handler = handlers.back().get();
                 auto* pool = mojo_pool.get();
-                server.add_mount(o.mounts[i].prefix, [pool, handler](m0::SlotRef s, m0::http::Request&& r) {
-                    return pool->submit(*handler, s, std::move(r));
-                });
+                server.add_mount(o.mounts[i].prefix,
+                                 [pool, handler](m0::SlotRef s, m0::http::Request&& r) {
+                                     return pool->submit(*handler, s, std::move(r));
+                                 });
             }
         }
         std::string err;
@@ -312,7 +317,8 @@ int main(int argc, char** argv) {
         M0_LOG(info, "listening on ", o.host, ":", std::to_string(server.bound_port(false)),
                o.realtime ? " (realtime)" : "");
         if (!o.admin_host.empty())
-            M0_LOG(info, "admin listening on ", o.admin_host, ":", std::to_string(server.bound_port(true)));
+            M0_LOG(info, "admin listening on ", o.admin_host, ":",
+                   std::to_string(server.bound_port(true)));
         loop.run();
         event_free(sigterm);
         event_free(sigint);
@@ -320,7 +326,8 @@ int main(int argc, char** argv) {
 
     // The loop is done; let the pools finish what runs, within a bound.
     bool stuck = false;
-    for (m0::Pool* p : {wsgi_pool ? &wsgi_pool->pool() : nullptr, mojo_pool ? &mojo_pool->pool() : nullptr}) {
+    for (m0::Pool* p :
+         {wsgi_pool ? &wsgi_pool->pool() : nullptr, mojo_pool ? &mojo_pool->pool() : nullptr}) {
         if (!p) continue;
         for (int i = 0; i < 500 && p->busy.load() > 0; ++i)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));

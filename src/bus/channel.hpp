@@ -51,7 +51,7 @@ struct PublishResult {
 };
 
 class BusChannel {
-public:
+  public:
     explicit BusChannel(size_t capacity = 65536) : queue_(capacity) {}
 
     // Any thread. Checks the names, then numbers and queues the event.
@@ -70,7 +70,7 @@ public:
     std::atomic<uint64_t> published{0};  // events accepted
     std::atomic<uint64_t> refused{0};    // frames the channel would not take
 
-private:
+  private:
     NotifyQueue<Frame> queue_;
     uint64_t counter_ = 0;  // guarded by queue_'s mutex (taken inside push_with)
     std::atomic<uint64_t> last_id_{0};

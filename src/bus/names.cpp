@@ -22,11 +22,16 @@ NameError check_event(std::string_view name) {
 
 const char* reason(NameError e) {
     switch (e) {
-        case NameError::ok: return "ok";
-        case NameError::empty: return "channel name is empty";
-        case NameError::too_long: return "name is longer than 256 bytes";
-        case NameError::bad_char: return "name contains CR, LF, NUL or ','";
-        case NameError::reserved: return "channel name is in the reserved m0.slot. namespace";
+        case NameError::ok:
+            return "ok";
+        case NameError::empty:
+            return "channel name is empty";
+        case NameError::too_long:
+            return "name is longer than 256 bytes";
+        case NameError::bad_char:
+            return "name contains CR, LF, NUL or ','";
+        case NameError::reserved:
+            return "channel name is in the reserved m0.slot. namespace";
     }
     return "bad name";
 }

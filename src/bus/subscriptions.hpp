@@ -9,7 +9,7 @@
 namespace m0::bus {
 
 class Subscriptions {
-public:
+  public:
     // Subscribes `slot` to each channel (duplicates ignored).
     void subscribe(SlotRef slot, const std::vector<std::string>& channels);
     // Removes every subscription of `slot`; returns how many were removed.
@@ -20,7 +20,7 @@ public:
     size_t channels() const { return by_channel_.size(); }
     size_t slots() const { return by_slot_.size(); }
 
-private:
+  private:
     std::unordered_map<std::string, std::vector<SlotRef>> by_channel_;
     std::unordered_map<uint32_t, std::pair<uint32_t, std::vector<std::string>>> by_slot_;
 };

@@ -21,7 +21,8 @@ static std::vector<std::string> split_channels(std::string_view list) {
     while (true) {
         size_t comma = list.find(',');
         std::string_view item = list.substr(0, comma);
-        while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
+            item.remove_prefix(1);
         while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
         out.emplace_back(item);
         if (comma == std::string_view::npos) break;
@@ -78,8 +79,8 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
 bool send_hold_frame(bus::BusChannel* bus, SlotRef slot, uint64_t cursor,
                      std::vector<std::string> channels, std::string worker) {
     if (!bus) return false;
-    return bus->send(
-        bus::HoldFrame{bus::reserved_stream_url(slot), cursor, std::move(channels), std::move(worker)});
+    return bus->send(bus::HoldFrame{bus::reserved_stream_url(slot), cursor, std::move(channels),
+                                    std::move(worker)});
 }
 
 void post_response(const Handoff& h, SlotRef slot, http::Response resp) {
@@ -97,8 +98,9 @@ void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response
     if (!h.bus) {
         static std::atomic<bool> said{false};
         if (!said.exchange(true))
-            M0_LOG(warn, "a handler asked for a hold, but --realtime is off: holds are answered "
-                         "as ordinary responses");
+            M0_LOG(warn,
+                   "a handler asked for a hold, but --realtime is off: holds are answered "
+                   "as ordinary responses");
         post_response(h, slot, std::move(head));
         return;
     }
@@ -117,7 +119,8 @@ void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response
     std::string worker(head.headers.get("x-worker").value_or(""));
     if (!send_hold_frame(h.bus, slot, cursor, std::move(d.channels), std::move(worker))) {
         if (h.metrics) h.metrics->holds_open.fetch_sub(1);
-        M0_LOG(warn, "hold refused for slot ", to_string(slot), ": the bus channel is full or closed");
+        M0_LOG(warn, "hold refused for slot ", to_string(slot),
+               ": the bus channel is full or closed");
         auto r = http::error_response(503, "hold refused: the bus channel is full");
         r.headers.add("Retry-After", "1");
         post_response(h, slot, std::move(r));

@@ -12,11 +12,12 @@ std::string encode_event(uint64_t id, std::string_view event, std::string_view d
     size_t start = 0;
     for (;;) {
         size_t end = data.find_first_of("\r\n", start);
-        std::string_view line =
-            data.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+        std::string_view line = data.substr(
+            start, end == std::string_view::npos ? std::string_view::npos : end - start);
         out.append("data: ").append(line).push_back('\n');
         if (end == std::string_view::npos) break;
-        start = end + ((data[end] == '\r' && end + 1 < data.size() && data[end + 1] == '\n') ? 2 : 1);
+        start =
+            end + ((data[end] == '\r' && end + 1 < data.size() && data[end + 1] == '\n') ? 2 : 1);
     }
     out.push_back('\n');
     return out;

@@ -45,13 +45,16 @@ struct Rig {
     ~Rig() {
         if (client >= 0) ::close(client);
     }
-    void send(const std::string& s) { REQUIRE(::send(client, s.data(), s.size(), 0) == static_cast<ssize_t>(s.size())); }
+    void send(const std::string& s) {
+        REQUIRE(::send(client, s.data(), s.size(), 0) == static_cast<ssize_t>(s.size()));
+    }
     // Steps the loop and reads what the client got, until `want` appears.
     std::string read_until(const std::string& want, std::string& got) {
         loop.run_until([&] {
             char buf[4096];
             ssize_t n;
-            while ((n = ::recv(client, buf, sizeof buf, MSG_DONTWAIT)) > 0) got.append(buf, size_t(n));
+            while ((n = ::recv(client, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+                got.append(buf, size_t(n));
             return got.find(want) != std::string::npos;
         });
         return got;
@@ -72,7 +75,8 @@ TEST_CASE("hold loop: ids at or below Last-Event-ID are muted, later ones delive
     Rig rig;
     REQUIRE(rig.bus.publish("c", "one").id == 1);  // the counter stands at 1
     rig.hold("channel=c", "3");
-    for (int i = 2; i <= 5; ++i) REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).id == uint64_t(i));
+    for (int i = 2; i <= 5; ++i)
+        REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).id == uint64_t(i));
     std::string got;
     rig.read_until("id: 5\n", got);
     CHECK(got.find("id: 1\n") == std::string::npos);
@@ -128,11 +132,14 @@ TEST_CASE("hold loop: a frame for a departed slot is dropped", "[hold][loop]") {
     rig.send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n");
     REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
     // The client resets before the job runs: the slot is gone at once.
-    struct linger lg {1, 0};
+    struct linger lg {
+        1, 0
+    };
     ::setsockopt(rig.client, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     ::close(rig.client);
     rig.client = -1;
-    rig.loop.run_until([&] { return !rig.server->alive(rig.slot); }, std::chrono::milliseconds(500));
+    rig.loop.run_until([&] { return !rig.server->alive(rig.slot); },
+                       std::chrono::milliseconds(500));
     REQUIRE(rig.pool->pool().run_next());
     rig.server->on_bus_ready();
     rig.server->on_completions_ready();
@@ -140,7 +147,8 @@ TEST_CASE("hold loop: a frame for a departed slot is dropped", "[hold][loop]") {
     CHECK(rig.metrics.holds_open.load() == 0);
 }
 
-TEST_CASE("hold loop: a slow reader over --hold-buffer-limit is closed and unsubscribed", "[hold][loop][limits]") {
+TEST_CASE("hold loop: a slow reader over --hold-buffer-limit is closed and unsubscribed",
+          "[hold][loop][limits]") {
     http::ServerConfig cfg;
     cfg.hold_buffer_limit = 64 * 1024;
     Rig rig(cfg);
@@ -171,7 +179,8 @@ TEST_CASE("hold loop: heartbeats are written while a hold is idle", "[hold][loop
     CHECK(got.find(": mojo hold\n\n:\n\n:\n\n") != std::string::npos);
 }
 
-TEST_CASE("server: output that does not drain within --write-timeout is cut", "[http][loop][limits]") {
+TEST_CASE("server: output that does not drain within --write-timeout is cut",
+          "[http][loop][limits]") {
     http::ServerConfig cfg;
     cfg.write_timeout = 0.2;
     cfg.hold_buffer_limit = 64 * 1024 * 1024;  // the write timeout acts first
@@ -183,7 +192,8 @@ TEST_CASE("server: output that does not drain within --write-timeout is cut", "[
     for (int i = 0; i < 16; ++i) REQUIRE(rig.bus.publish("c", payload).ok());
     rig.server->on_bus_ready();
     // The client reads nothing: the socket fills, writing stalls, the timeout fires.
-    CHECK(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); }, std::chrono::milliseconds(3000)));
+    CHECK(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); },
+                             std::chrono::milliseconds(3000)));
     CHECK(rig.metrics.slow_readers_closed.load() == 0);
 }
 

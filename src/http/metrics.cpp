@@ -53,8 +53,8 @@ std::string Metrics::render(const std::vector<const Pool*>& pools,
     o.append("# HELP m0_pool_queued_jobs Jobs waiting for a pool thread.\n");
     o.append("# TYPE m0_pool_queued_jobs gauge\n");
     for (const Pool* p : pools)
-        o.append("m0_pool_queued_jobs{pool=\"" + p->name() + "\"} " +
-                 std::to_string(p->queued()) + "\n");
+        o.append("m0_pool_queued_jobs{pool=\"" + p->name() + "\"} " + std::to_string(p->queued()) +
+                 "\n");
     return o;
 }
 

@@ -13,17 +13,17 @@ class BusChannel;
 }
 
 struct Metrics {
-    std::atomic<int64_t> holds_open{0};           // reserved by a pool thread, until released
-    std::atomic<uint64_t> holds_total{0};         // holds whose head was written
-    std::atomic<uint64_t> events_delivered{0};    // event writes to holds
-    std::atomic<uint64_t> events_muted{0};        // events at or below a hold's cursor
-    std::atomic<uint64_t> frames_dropped{0};      // h frames for slots that had left
-    std::atomic<uint64_t> completions_dropped{0}; // completions for slots that had left
-    std::atomic<uint64_t> holds_refused{0};       // over --max-holds
-    std::atomic<uint64_t> slow_readers_closed{0}; // holds over --hold-buffer-limit
+    std::atomic<int64_t> holds_open{0};            // reserved by a pool thread, until released
+    std::atomic<uint64_t> holds_total{0};          // holds whose head was written
+    std::atomic<uint64_t> events_delivered{0};     // event writes to holds
+    std::atomic<uint64_t> events_muted{0};         // events at or below a hold's cursor
+    std::atomic<uint64_t> frames_dropped{0};       // h frames for slots that had left
+    std::atomic<uint64_t> completions_dropped{0};  // completions for slots that had left
+    std::atomic<uint64_t> holds_refused{0};        // over --max-holds
+    std::atomic<uint64_t> slow_readers_closed{0};  // holds over --hold-buffer-limit
     std::atomic<int64_t> connections_open{0};
     std::atomic<uint64_t> connections_total{0};
-    std::atomic<uint64_t> connections_refused{0}; // over --max-connections
+    std::atomic<uint64_t> connections_refused{0};  // over --max-connections
     std::atomic<uint64_t> requests_total{0};
 
     // Prometheus text exposition format 0.0.4.

@@ -207,19 +207,28 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
     if (e != HPE_OK && e != HPE_PAUSED) {
         res.status = Status::error;
         switch (e) {
-            case HPE_INVALID_CHUNK_SIZE: res.error_reason = "bad chunk size"; break;
+            case HPE_INVALID_CHUNK_SIZE:
+                res.error_reason = "bad chunk size";
+                break;
             case HPE_UNEXPECTED_CONTENT_LENGTH:
                 res.error_reason = "conflicting content-length";
                 break;
-            case HPE_INVALID_CONTENT_LENGTH: res.error_reason = "bad content-length"; break;
+            case HPE_INVALID_CONTENT_LENGTH:
+                res.error_reason = "bad content-length";
+                break;
             case HPE_HEADER_OVERFLOW:
                 err_status_ = 431;
                 res.error_status = 431;
                 res.error_reason = "request head too large";
                 return res;
-            case HPE_INVALID_METHOD: res.error_reason = "bad method"; break;
-            case HPE_INVALID_VERSION: res.error_reason = "bad http version"; break;
-            default: res.error_reason = std::string("malformed request: ") + http_errno_name(e);
+            case HPE_INVALID_METHOD:
+                res.error_reason = "bad method";
+                break;
+            case HPE_INVALID_VERSION:
+                res.error_reason = "bad http version";
+                break;
+            default:
+                res.error_reason = std::string("malformed request: ") + http_errno_name(e);
         }
         err_status_ = 400;
         err_reason_ = res.error_reason;

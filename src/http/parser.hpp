@@ -29,11 +29,11 @@ struct ParserLimits {
 };
 
 class RequestParser {
-public:
+  public:
     enum class Status { need_more, expect_continue, complete, error };
     struct Result {
         Status status = Status::need_more;
-        size_t consumed = 0;  // bytes of the input used; the rest is for later
+        size_t consumed = 0;   // bytes of the input used; the rest is for later
         int error_status = 0;  // 400, 413, 417, 431, 501, 505
         std::string error_reason;
     };
@@ -50,7 +50,7 @@ public:
     // True while the head of the current message is complete (body pending).
     bool head_done() const { return head_done_; }
 
-private:
+  private:
     static int on_message_begin(http_parser*);
     static int on_url(http_parser*, const char*, size_t);
     static int on_header_field(http_parser*, const char*, size_t);

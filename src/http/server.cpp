@@ -59,10 +59,12 @@ constexpr double kLingerSeconds = 2.0;
 Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
                Metrics& metrics)
     : loop_(loop), cfg_(std::move(cfg)), ring_(ring), bus_(bus), metrics_(metrics) {
-    ring_watch_ = std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });
+    ring_watch_ =
+        std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });
     if (bus_) {
         bus_watch_ = std::make_unique<FdWatcher>(loop_, bus_->fd(), [this] { on_bus_ready(); });
-        heartbeat_timer_ = std::make_unique<Timer>(loop_, [this] { heartbeat(); }, true);
+        heartbeat_timer_ = std::make_unique<Timer>(
+            loop_, [this] { heartbeat(); }, true);
         heartbeat_timer_->start(cfg_.heartbeat);
     }
 }
@@ -77,8 +79,9 @@ Server::~Server() {
 void Server::add_mount(std::string prefix, SubmitFn submit) {
     while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
     mounts_.push_back({std::move(prefix), std::move(submit)});
-    std::stable_sort(mounts_.begin(), mounts_.end(),
-                     [](const auto& a, const auto& b) { return a.prefix.size() > b.prefix.size(); });
+    std::stable_sort(mounts_.begin(), mounts_.end(), [](const auto& a, const auto& b) {
+        return a.prefix.size() > b.prefix.size();
+    });
 }
 
 bool Server::listen(const std::string& host, uint16_t port, bool admin, std::string& err) {
@@ -89,12 +92,12 @@ bool Server::listen(const std::string& host, uint16_t port, bool admin, std::str
         err = "not an IPv4 address: " + host;
         return false;
     }
-    auto* l = evconnlistener_new_bind(loop_.base(), admin ? on_admin_accept : on_accept, this,
-                                      LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-                                      512, reinterpret_cast<sockaddr*>(&sin), sizeof sin);
+    auto* l =
+        evconnlistener_new_bind(loop_.base(), admin ? on_admin_accept : on_accept, this,
+                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+                                512, reinterpret_cast<sockaddr*>(&sin), sizeof sin);
     if (!l) {
-        err = "cannot listen on " + host + ":" + std::to_string(port) + ": " +
-              std::strerror(errno);
+        err = "cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
         return false;
     }
     sockaddr_in bound{};
@@ -130,10 +133,12 @@ void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
         // Over --max-connections: answer at once and close; the socket is fresh,
         // so the short answer fits its send buffer.
         metrics_.connections_refused.fetch_add(1);
-        std::string msg = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                          "Date: " + date_header() + "\r\nServer: " + cfg_.server_header +
-                          "\r\nRetry-After: 1\r\nContent-Length: 21\r\nConnection: close\r\n\r\n"
-                          "too many connections\n";
+        std::string msg =
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+            "Date: " +
+            date_header() + "\r\nServer: " + cfg_.server_header +
+            "\r\nRetry-After: 1\r\nContent-Length: 21\r\nConnection: close\r\n\r\n"
+            "too many connections\n";
         ssize_t ignored = ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
         (void)ignored;
         ::shutdown(fd, SHUT_WR);
@@ -207,7 +212,9 @@ void Server::on_read(bufferevent*, void* arg) {
     Server& s = *c.server;
     evbuffer* in = bufferevent_get_input(c.bev);
     switch (c.phase) {
-        case Phase::reading: s.process_input(c); break;
+        case Phase::reading:
+            s.process_input(c);
+            break;
         case Phase::holding:
         case Phase::lingering:
         case Phase::closing:
@@ -279,7 +286,8 @@ void Server::dispatch(Conn& c, Request req) {
     const MountEntry* mount = nullptr;
     for (const auto& m : mounts_) {
         const std::string& p = m.prefix;
-        if (p.empty() || (req.path.starts_with(p) && (req.path.size() == p.size() || req.path[p.size()] == '/'))) {
+        if (p.empty() || (req.path.starts_with(p) &&
+                          (req.path.size() == p.size() || req.path[p.size()] == '/'))) {
             mount = &m;
             break;
         }
@@ -315,7 +323,8 @@ Response Server::admin_handle(const Request& req) {
             r.headers.add("Allow", "POST");
             return r;
         }
-        if (cfg_.admin_key.empty()) return error_response(403, "the admin API needs --admin-key-file");
+        if (cfg_.admin_key.empty())
+            return error_response(403, "the admin API needs --admin-key-file");
         auto auth = req.headers.get("Authorization");
         std::string want = "Bearer " + cfg_.admin_key;
         if (!auth || auth->size() != want.size() ||
@@ -366,7 +375,10 @@ const std::string& Server::date_header() {
 std::string Server::head_text(const Conn& c, const Response& r, std::string_view framing) {
     std::string h;
     h.reserve(256);
-    h.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ").append(reason_phrase(r.status));
+    h.append("HTTP/1.1 ")
+        .append(std::to_string(r.status))
+        .append(" ")
+        .append(reason_phrase(r.status));
     h.append("\r\n");
     bool has_server = false;
     for (const auto& [k, v] : r.headers.items) {
@@ -388,7 +400,9 @@ std::string Server::head_text(const Conn& c, const Response& r, std::string_view
     return h;
 }
 
-static bool bodiless(int status) { return (status >= 100 && status < 200) || status == 204 || status == 304; }
+static bool bodiless(int status) {
+    return (status >= 100 && status < 200) || status == 204 || status == 304;
+}
 
 void Server::send_whole(Conn& c, Response& r) {
     std::string framing;
@@ -584,9 +598,15 @@ void Server::handle_completion(Completion& comp) {
             send_whole(*c, comp.response);
             finish_request(*c);
             break;
-        case Completion::Kind::head: start_stream(*c, comp.response, comp.stream); break;
-        case Completion::Kind::chunk: stream_chunk(*c, comp.data); break;
-        case Completion::Kind::end: end_stream(*c, comp.aborted); break;
+        case Completion::Kind::head:
+            start_stream(*c, comp.response, comp.stream);
+            break;
+        case Completion::Kind::chunk:
+            stream_chunk(*c, comp.data);
+            break;
+        case Completion::Kind::end:
+            end_stream(*c, comp.aborted);
+            break;
         case Completion::Kind::hold:
             // Drain the bus channel before finishing a streaming head: the h frame
             // was queued before this completion, so after the drain the slot is
@@ -702,7 +722,8 @@ bool Server::write_hold(Conn& c, std::string_view bytes) {
     metrics_.events_delivered.fetch_add(1);
     c.hold->wrote_since_tick = true;
     if (evbuffer_get_length(out) > cfg_.hold_buffer_limit) {
-        M0_LOG(info, "slow reader: hold on slot ", to_string(c.slot), " over --hold-buffer-limit, closed");
+        M0_LOG(info, "slow reader: hold on slot ", to_string(c.slot),
+               " over --hold-buffer-limit, closed");
         metrics_.slow_readers_closed.fetch_add(1);
         close_conn(c);
         return false;

@@ -66,7 +66,7 @@ struct ServerConfig {
 using SubmitFn = std::function<bool(SlotRef, Request&&)>;
 
 class Server {
-public:
+  public:
     // `bus` is null without --realtime. All references must outlive the server.
     Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
            Metrics& metrics);
@@ -105,7 +105,7 @@ public:
     size_t holds() const { return holding_.size(); }
     const bus::Subscriptions& subscriptions() const { return subs_; }
 
-private:
+  private:
     struct Conn;
     struct HoldState;
     enum class Phase { reading, waiting, streaming, holding, closing, lingering };

@@ -581,8 +581,7 @@ TEST_CASE("parser: trailer fields of a chunked body do not become request header
 
 // RFC 9110 §5.5: a field value excludes leading and trailing whitespace
 // ("Transfer-Encoding: chunked " was once refused 400).
-TEST_CASE("parser: trailing whitespace is not part of a field value",
-          "[http][parser]") {
+TEST_CASE("parser: trailing whitespace is not part of a field value", "[http][parser]") {
     RequestParser p;
     std::string s =
         "POST / HTTP/1.1\r\nHost: h \r\nTransfer-Encoding: chunked \r\n\r\n2\r\nab\r\n0\r\n\r\n";

@@ -9,10 +9,14 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(Level::info)};
 const char* name(Level l) {
     switch (l) {
-        case Level::debug: return "debug";
-        case Level::info: return "info";
-        case Level::warn: return "warn";
-        case Level::error: return "error";
+        case Level::debug:
+            return "debug";
+        case Level::info:
+            return "info";
+        case Level::warn:
+            return "warn";
+        case Level::error:
+            return "error";
     }
     return "?";
 }

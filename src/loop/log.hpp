@@ -25,9 +25,9 @@ std::string cat(A&&... parts) {
 
 inline bool enabled(Level l) { return static_cast<int>(l) >= static_cast<int>(level()); }
 
-#define M0_LOG(lvl, ...)                                                      \
-    do {                                                                      \
-        if (::m0::log::enabled(::m0::log::Level::lvl))                        \
+#define M0_LOG(lvl, ...)                                                          \
+    do {                                                                          \
+        if (::m0::log::enabled(::m0::log::Level::lvl))                            \
             ::m0::log::write(::m0::log::Level::lvl, ::m0::log::cat(__VA_ARGS__)); \
     } while (0)
 

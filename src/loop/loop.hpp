@@ -10,7 +10,7 @@
 namespace m0 {
 
 class Loop {
-public:
+  public:
     Loop();
     ~Loop();
     Loop(const Loop&) = delete;
@@ -26,19 +26,19 @@ public:
                    std::chrono::milliseconds timeout = std::chrono::milliseconds(2000));
     void exit();
 
-private:
+  private:
     event_base* base_;
 };
 
 // A readable-fd watcher (for eventfds): calls `cb` on the loop thread.
 class FdWatcher {
-public:
+  public:
     FdWatcher(Loop& loop, int fd, std::function<void()> cb);
     ~FdWatcher();
     FdWatcher(const FdWatcher&) = delete;
     FdWatcher& operator=(const FdWatcher&) = delete;
 
-private:
+  private:
     static void on_ready(evutil_socket_t, short, void* arg);
     event* ev_;
     std::function<void()> cb_;
@@ -46,7 +46,7 @@ private:
 
 // A timer on the loop; fires `cb` once after `after`, or every `after` if persistent.
 class Timer {
-public:
+  public:
     Timer(Loop& loop, std::function<void()> cb, bool persistent = false);
     ~Timer();
     Timer(const Timer&) = delete;
@@ -55,7 +55,7 @@ public:
     void stop();
     bool pending() const;
 
-private:
+  private:
     static void on_fire(evutil_socket_t, short, void* arg);
     event* ev_;
     std::function<void()> cb_;

@@ -27,7 +27,7 @@ namespace m0 {
 
 template <class T>
 class NotifyQueue {
-public:
+  public:
     explicit NotifyQueue(size_t capacity = SIZE_MAX) : capacity_(capacity) {
         fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (fd_ < 0) throw std::runtime_error("eventfd failed");
@@ -99,7 +99,7 @@ public:
     // any producer runs.
     std::function<void(const T&, size_t)> observer;
 
-private:
+  private:
     void signal() {
         uint64_t one = 1;
         ssize_t r = ::write(fd_, &one, sizeof one);

@@ -13,11 +13,21 @@ std::string json_escape(std::string_view s) {
     for (char ch : s) {
         auto c = static_cast<unsigned char>(ch);
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
                 if (c < 0x20) {
                     out += "\\u00";
@@ -51,7 +61,8 @@ http::Response hold_response(const std::string& channels) {
 }
 
 http::Response echo(const http::Request& req) {
-    std::string j = "{\"method\":" + json_escape(req.method) + ",\"path\":" + json_escape(req.path_info) +
+    std::string j = "{\"method\":" + json_escape(req.method) +
+                    ",\"path\":" + json_escape(req.path_info) +
                     ",\"query\":" + json_escape(req.query) + ",\"headers\":{";
     bool first = true;
     for (const auto& [k, v] : req.headers.items) {
@@ -117,11 +128,13 @@ http::Response BuiltinMount::serve(const http::Request& req) {
         auto token = req.query_param("grant");
         if (!token) return text(403, "missing grant\n");
         grant::Grant g;
-        auto v = grant::verify(*env_.grant_keys, *token, static_cast<int64_t>(std::time(nullptr)), &g);
+        auto v =
+            grant::verify(*env_.grant_keys, *token, static_cast<int64_t>(std::time(nullptr)), &g);
         if (v != grant::Verdict::ok) return text(403, std::string(grant::reason(v)) + "\n");
         std::string channels;
         for (const auto& c : g.channels) {
-            if (bus::check_channel(c) != bus::NameError::ok) return text(403, "grant names a refused channel\n");
+            if (bus::check_channel(c) != bus::NameError::ok)
+                return text(403, "grant names a refused channel\n");
             if (!channels.empty()) channels += ",";
             channels += c;
         }

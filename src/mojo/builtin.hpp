@@ -14,7 +14,7 @@ struct BuiltinMount {
     explicit BuiltinMount(const MojoEnv& env) : env_(env) {}
     http::Response serve(const http::Request& req);
 
-private:
+  private:
     MojoEnv env_;
 };
 

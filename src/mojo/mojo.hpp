@@ -36,23 +36,23 @@ template <class M>
 concept MojoMount = requires(M& m, const http::Request& r, const MojoEnv& env) {
     { M::name } -> std::convertible_to<std::string_view>;
     { m.serve(r) } -> std::same_as<http::Response>;
-    { M(env) };
+    {M(env)};
 };
 
 // The type-erased handle the pool calls.
 class Handler {
-public:
+  public:
     virtual ~Handler() = default;
     virtual http::Response serve(const http::Request& req) = 0;
 };
 
 template <MojoMount M>
 class HandlerFor final : public Handler {
-public:
+  public:
     explicit HandlerFor(const MojoEnv& env) : mount_(env) {}
     http::Response serve(const http::Request& req) override { return mount_.serve(req); }
 
-private:
+  private:
     M mount_;
 };
 

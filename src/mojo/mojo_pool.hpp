@@ -17,7 +17,7 @@
 namespace m0::mojo {
 
 class MojoPool {
-public:
+  public:
     // threads == 0: a manual pool (tests call pool().run_next()).
     MojoPool(size_t threads, hold::Handoff handoff);
 
@@ -27,7 +27,7 @@ public:
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 
-private:
+  private:
     hold::Handoff handoff_;
     Pool pool_;
 };

@@ -76,9 +76,9 @@ struct Completion {
     enum class Kind { response, head, chunk, end, hold };
     Kind kind = Kind::response;
     SlotRef slot;
-    http::Response response;  // response, head, hold
-    std::string data;         // chunk
-    bool aborted = false;     // end: the body failed midway
+    http::Response response;              // response, head, hold
+    std::string data;                     // chunk
+    bool aborted = false;                 // end: the body failed midway
     std::shared_ptr<StreamState> stream;  // head, chunk, end
 };
 

@@ -55,7 +55,9 @@ void Pool::worker(size_t index) {
         Job job;
         {
             std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] { return (!paused_ && !queue_.empty()) || (stopping_ && queue_.empty()); });
+            cv_.wait(lock, [&] {
+                return (!paused_ && !queue_.empty()) || (stopping_ && queue_.empty());
+            });
             if (queue_.empty()) break;  // stopping, nothing left
             job = std::move(queue_.front());
             queue_.pop_front();

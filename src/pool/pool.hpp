@@ -23,7 +23,7 @@
 namespace m0 {
 
 class Pool {
-public:
+  public:
     // A job receives the index of the thread running it (for x-worker).
     using Job = std::function<void(size_t thread_index)>;
 
@@ -51,7 +51,7 @@ public:
     std::atomic<uint64_t> raised{0};     // jobs whose handler raised or was refused
     std::atomic<uint64_t> completed{0};  // jobs finished
 
-private:
+  private:
     void worker(size_t index);
     void run(Job& job, size_t index);
 

@@ -6,7 +6,6 @@
 //   - a refused frame gives 503; over --max-holds gives 503; no --realtime degrades.
 // `make sabotage-pool` mutates the hold code and the refusal and requires this to fail.
 #include <catch2/catch.hpp>
-
 #include <ctime>
 
 #include "bus/channel.hpp"
@@ -33,7 +32,9 @@ struct Rig {
         h.bus = realtime ? &bus : nullptr;
         h.metrics = &metrics;
         h.max_holds = max_holds;
-        ring.observer = [this](const Completion&, size_t) { frames_at_push.push_back(bus.queued()); };
+        ring.observer = [this](const Completion&, size_t) {
+            frames_at_push.push_back(bus.queued());
+        };
         pool = std::make_unique<mojo::MojoPool>(0, h);  // manual: the test runs each job
     }
 
@@ -80,9 +81,10 @@ TEST_CASE("mojo pool: an ordinary answer is one response and not raised", "[mojo
     CHECK(rig.pool->pool().raised.load() == 0);
 }
 
-TEST_CASE("mojo pool: a hold consumes its headers, becomes the head, and its h frame is on the "
-          "loop's channel by the time the completion is",
-          "[mojo][pool][hold]") {
+TEST_CASE(
+    "mojo pool: a hold consumes its headers, becomes the head, and its h frame is on the "
+    "loop's channel by the time the completion is",
+    "[mojo][pool][hold]") {
     Rig rig;
     SlotRef slot{5, 9};
     Completion c = rig.run("/hold", "channel=news,sport", last_event_id("41"), slot);
@@ -151,7 +153,8 @@ TEST_CASE("mojo pool: past max_holds a hold answer is 503 with Retry-After", "[m
     CHECK(rig.bus.queued() == 1);  // only the first hold's frame
 }
 
-TEST_CASE("mojo pool: without --realtime a hold degrades to an ordinary response", "[mojo][pool][hold]") {
+TEST_CASE("mojo pool: without --realtime a hold degrades to an ordinary response",
+          "[mojo][pool][hold]") {
     Rig rig(false);
     Completion c = rig.run("/hold", "channel=a");
     CHECK(c.kind == Completion::Kind::response);
@@ -185,7 +188,8 @@ struct OddMount {
 };
 }  // namespace
 
-TEST_CASE("mojo pool: other M0-Hold values, refused channels and exceptions", "[mojo][pool][hold]") {
+TEST_CASE("mojo pool: other M0-Hold values, refused channels and exceptions",
+          "[mojo][pool][hold]") {
     CompletionRing ring;
     bus::BusChannel bus;
     hold::Handoff h;
@@ -219,8 +223,9 @@ TEST_CASE("mojo pool: other M0-Hold values, refused channels and exceptions", "[
     }
 }
 
-TEST_CASE("mojo pool: /live holds on the channels of a verified grant and refuses every bad one 403",
-          "[mojo][pool][grant]") {
+TEST_CASE(
+    "mojo pool: /live holds on the channels of a verified grant and refuses every bad one 403",
+    "[mojo][pool][grant]") {
     std::string err;
     auto keys = grant::KeyRing::from_text(
         "new " + std::string(64, 'a') + "\nold " + std::string(64, 'b') + "\n", err);
@@ -254,7 +259,8 @@ TEST_CASE("mojo pool: /live holds on the channels of a verified grant and refuse
     SECTION("a grant signed by a rotated-out key still in the file holds") {
         CHECK(run(grant::sign(*keys->find("old"), {"a"}, now + 60)).kind == Completion::Kind::hold);
     }
-    SECTION("expired, forged, truncated and unknown-key grants are 403 with a reason, never a hold") {
+    SECTION(
+        "expired, forged, truncated and unknown-key grants are 403 with a reason, never a hold") {
         std::string good = grant::sign(*keys->find("new"), {"a"}, now + 60);
         grant::Key stranger{"new", std::string(32, 'z')};
         grant::Key unknown{"gone", std::string(32, 'a')};

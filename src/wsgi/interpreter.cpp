@@ -70,8 +70,15 @@ PyMethodDef m0_methods[] = {
     {"realtime", py_realtime, METH_NOARGS, "realtime() -> bool: whether --realtime is on."},
     {nullptr, nullptr, 0, nullptr}};
 
-PyModuleDef m0_module = {PyModuleDef_HEAD_INIT, "_m0", "m0serve's native side of the m0 package.",
-                         -1, m0_methods, nullptr, nullptr, nullptr, nullptr};
+PyModuleDef m0_module = {PyModuleDef_HEAD_INIT,
+                         "_m0",
+                         "m0serve's native side of the m0 package.",
+                         -1,
+                         m0_methods,
+                         nullptr,
+                         nullptr,
+                         nullptr,
+                         nullptr};
 
 PyObject* init_m0() { return PyModule_Create(&m0_module); }
 
@@ -111,9 +118,10 @@ void log_exception(const std::string& context) {
     PyErr_NormalizeException(&type, &value, &tb);
     std::string text = context;
     PyObject* mod = PyImport_ImportModule("traceback");
-    PyObject* lines = mod ? PyObject_CallMethod(mod, "format_exception", "OOO", type ? type : Py_None,
-                                                value ? value : Py_None, tb ? tb : Py_None)
-                          : nullptr;
+    PyObject* lines =
+        mod ? PyObject_CallMethod(mod, "format_exception", "OOO", type ? type : Py_None,
+                                  value ? value : Py_None, tb ? tb : Py_None)
+            : nullptr;
     if (lines) {
         PyObject* sep = PyUnicode_FromString("");
         PyObject* joined = sep ? PyUnicode_Join(sep, lines) : nullptr;
@@ -186,7 +194,8 @@ PyObject* load_app(const std::string& spec, std::string& err) {
     size_t start = 0;
     while (start <= attr.size()) {
         size_t dot = attr.find('.', start);
-        std::string part = attr.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        std::string part =
+            attr.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
         PyObject* next = PyObject_GetAttrString(obj, part.c_str());
         Py_DECREF(obj);
         if (!next) {

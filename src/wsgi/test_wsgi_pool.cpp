@@ -105,7 +105,9 @@ struct Rig {
         h.ring = &ring;
         h.bus = realtime ? &bus : nullptr;
         h.metrics = &metrics;
-        ring.observer = [this](const Completion&, size_t) { frames_at_push.push_back(bus.queued()); };
+        ring.observer = [this](const Completion&, size_t) {
+            frames_at_push.push_back(bus.queued());
+        };
     }
     std::deque<Completion> run(const char* name, http::Request r = {}, SlotRef slot = {2, 4}) {
         PyObject* a = app(name);
@@ -122,9 +124,10 @@ struct Rig {
 
 }  // namespace
 
-TEST_CASE("wsgi pool: a hold consumes its headers, becomes the head, and its h frame is on the "
-          "loop's channel by the time the completion is",
-          "[wsgi][pool][hold]") {
+TEST_CASE(
+    "wsgi pool: a hold consumes its headers, becomes the head, and its h frame is on the "
+    "loop's channel by the time the completion is",
+    "[wsgi][pool][hold]") {
     Rig rig;
     http::Request r;
     r.headers.add("Last-Event-ID", "17");
@@ -137,7 +140,8 @@ TEST_CASE("wsgi pool: a hold consumes its headers, becomes the head, and its h f
     CHECK(c.response.body == ": wsgi head\n\n");
     CHECK_FALSE(c.response.headers.has("M0-Hold"));
     CHECK_FALSE(c.response.headers.has("Content-Length"));
-    CHECK(c.response.headers.get("Content-Type") == std::optional<std::string_view>("text/event-stream"));
+    CHECK(c.response.headers.get("Content-Type") ==
+          std::optional<std::string_view>("text/event-stream"));
     CHECK(c.response.headers.get("x-worker") == std::optional<std::string_view>("wsgi-1"));
     auto frames = rig.bus.peek();
     REQUIRE(frames.size() == 1);
@@ -156,7 +160,8 @@ TEST_CASE("wsgi pool: a refused frame gives 503", "[wsgi][pool][hold]") {
     CHECK(out.front().response.status == 503);
 }
 
-TEST_CASE("wsgi pool: without --realtime a hold degrades to an ordinary response", "[wsgi][pool][hold]") {
+TEST_CASE("wsgi pool: without --realtime a hold degrades to an ordinary response",
+          "[wsgi][pool][hold]") {
     Rig rig(false);
     auto out = rig.run("hold_app");
     REQUIRE(out.size() == 1);
@@ -250,7 +255,8 @@ TEST_CASE("wsgi pool: close() is called whether the body succeeds or fails", "[w
     PyGILState_Release(g);
 }
 
-TEST_CASE("wsgi pool: an exception in the app is a 500 and the job is counted raised", "[wsgi][pool]") {
+TEST_CASE("wsgi pool: an exception in the app is a 500 and the job is counted raised",
+          "[wsgi][pool]") {
     Rig rig;
     auto out = rig.run("boom_app");
     REQUIRE(out.size() == 1);

@@ -16,10 +16,10 @@ struct Job {
     Pool* pool = nullptr;
     SlotRef slot;
     std::string worker;
-    bool started = false;      // start_response called
-    bool head_sent = false;    // the head left for the loop
-    bool hold = false;         // start_response named M0-Hold
-    http::Response resp;       // status + headers; body collected while not streaming
+    bool started = false;    // start_response called
+    bool head_sent = false;  // the head left for the loop
+    bool hold = false;       // start_response named M0-Hold
+    http::Response resp;     // status + headers; body collected while not streaming
     std::optional<size_t> content_length;
     std::shared_ptr<StreamState> stream;
     bool client_gone = false;
@@ -63,10 +63,8 @@ bool send_chunk(Job& j, std::string data) {
     }
     if (data.empty()) return true;
     bool ok;
-    Py_BEGIN_ALLOW_THREADS
-    ok = j.stream->reserve(data.size());
-    Py_END_ALLOW_THREADS
-    if (!ok) {
+    Py_BEGIN_ALLOW_THREADS ok = j.stream->reserve(data.size());
+    Py_END_ALLOW_THREADS if (!ok) {
         j.client_gone = true;
         return false;
     }
@@ -83,7 +81,8 @@ bool send_chunk(Job& j, std::string data) {
 PyObject* py_start_response(PyObject* self, PyObject* args) {
     Job& j = *job_of(self);
     PyObject *status, *headers, *exc_info = Py_None;
-    if (!PyArg_ParseTuple(args, "OO|O:start_response", &status, &headers, &exc_info)) return nullptr;
+    if (!PyArg_ParseTuple(args, "OO|O:start_response", &status, &headers, &exc_info))
+        return nullptr;
     if (exc_info != Py_None) {
         // PEP 3333: with exc_info after the headers were sent, re-raise it.
         if (j.head_sent) {
@@ -104,8 +103,8 @@ PyObject* py_start_response(PyObject* self, PyObject* args) {
     if (!latin1(status, status_s, "status")) return nullptr;
     int code = 0;
     auto [p, ec] = std::from_chars(status_s.data(), status_s.data() + status_s.size(), code);
-    if (ec != std::errc() || p != status_s.data() + 3 || status_s.size() < 4 || status_s[3] != ' ' ||
-        code < 100 || code > 999) {
+    if (ec != std::errc() || p != status_s.data() + 3 || status_s.size() < 4 ||
+        status_s[3] != ' ' || code < 100 || code > 999) {
         PyErr_Format(PyExc_ValueError, "bad status line %R", status);
         return nullptr;
     }
@@ -124,7 +123,8 @@ PyObject* py_start_response(PyObject* self, PyObject* args) {
         if (!latin1(PyTuple_GET_ITEM(item, 0), k, "header name") ||
             !latin1(PyTuple_GET_ITEM(item, 1), v, "header value"))
             return nullptr;
-        if (k.find_first_of("\r\n:") != std::string::npos || v.find_first_of("\r\n") != std::string::npos) {
+        if (k.find_first_of("\r\n:") != std::string::npos ||
+            v.find_first_of("\r\n") != std::string::npos) {
             PyErr_Format(PyExc_ValueError, "header %R contains CR, LF or ':'", item);
             return nullptr;
         }
@@ -199,7 +199,8 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
     if (ok) {
         // wsgi.input: a real file-like object over the whole body.
         PyObject* io = PyImport_ImportModule("io");
-        PyObject* body = PyBytes_FromStringAndSize(r.body.data(), static_cast<Py_ssize_t>(r.body.size()));
+        PyObject* body =
+            PyBytes_FromStringAndSize(r.body.data(), static_cast<Py_ssize_t>(r.body.size()));
         PyObject* input = io && body ? PyObject_CallMethod(io, "BytesIO", "O", body) : nullptr;
         Py_XDECREF(io);
         Py_XDECREF(body);
@@ -217,7 +218,8 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
         // forged as X_User): such headers are not passed.
         if (name.find('_') != std::string::npos) continue;
         std::string key = "HTTP_";
-        for (char c : name) key += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        for (char c : name)
+            key += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         if (PyDict_GetItemString(env, key.c_str())) continue;  // joined below, once
         // RFC 9110 §5.3: repeated fields are joined with commas.
         ok = set_item(env, key.c_str(), str_latin1(*r.headers.get_joined(name))) == 0;
@@ -241,8 +243,8 @@ bool WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req) {
     });
 }
 
-void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
-               http::Request& req, size_t thread_index) {
+void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, http::Request& req,
+               size_t thread_index) {
     // Read before the app may consume the request.
     const uint64_t cursor = hold::read_cursor(req);
     Job j;
@@ -258,7 +260,8 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
     PyObject* start_response = capsule ? PyCFunction_New(&start_response_def, capsule) : nullptr;
     PyObject* errors = PySys_GetObject("stderr");  // borrowed
     PyObject* environ = start_response ? build_environ(req, errors ? errors : Py_None) : nullptr;
-    PyObject* result = environ ? PyObject_CallFunctionObjArgs(app, environ, start_response, nullptr) : nullptr;
+    PyObject* result =
+        environ ? PyObject_CallFunctionObjArgs(app, environ, start_response, nullptr) : nullptr;
     PyObject* iter = result ? PyObject_GetIter(result) : nullptr;
     bool failed = iter == nullptr;
     bool done_whole = false;
@@ -288,7 +291,8 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
             if (!done_whole) j.resp.body += chunk;
             continue;  // bytes past a complete Content-Length are dropped
         }
-        if (!j.head_sent && j.content_length && j.resp.body.size() + chunk.size() >= *j.content_length) {
+        if (!j.head_sent && j.content_length &&
+            j.resp.body.size() + chunk.size() >= *j.content_length) {
             // The declared length is complete: one whole response.
             j.resp.body += chunk;
             j.resp.body.resize(*j.content_length);
@@ -299,7 +303,8 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
         if (!send_chunk(j, std::move(chunk))) break;  // the client left
     }
     if (failed) {
-        log_exception(std::string(j.worker) + ": WSGI app raised on " + req.method + " " + req.target);
+        log_exception(std::string(j.worker) + ": WSGI app raised on " + req.method + " " +
+                      req.target);
         pool.raised.fetch_add(1);
     }
     // PEP 3333: "If the iterable returned by the application has a close()
@@ -356,7 +361,9 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
             }
             break;
         }
-        case Outcome::whole: hold::post_response(h, slot, std::move(j.resp)); break;
+        case Outcome::whole:
+            hold::post_response(h, slot, std::move(j.resp));
+            break;
     }
 }
 

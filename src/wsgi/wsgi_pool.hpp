@@ -24,20 +24,20 @@
 namespace m0::wsgi {
 
 class WsgiPool {
-public:
+  public:
     WsgiPool(size_t threads, hold::Handoff handoff);
     // Queues the request for `app` (a strong reference the caller keeps alive).
     bool submit(PyObject* app, SlotRef slot, http::Request req);
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 
-private:
+  private:
     hold::Handoff handoff_;
     Pool pool_;
 };
 
 // One job, as run on a pool thread (takes and releases the GIL itself).
-void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot,
-               http::Request& req, size_t thread_index);
+void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, http::Request& req,
+               size_t thread_index);
 
 }  // namespace m0::wsgi
