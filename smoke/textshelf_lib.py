@@ -3,9 +3,10 @@ share on top of m0smoke: seeding the fixture's database, grant key files, the
 server command line, a logged-in user (cookie jar, CSRF), the grant token's
 parts, and reading annotation events off a hold.
 
-The fixture's database path is fixed by its settings (fixtures/textshelf/
-db.sqlite3), so the scripts run `manage.py seed` (migrate + demo data,
-idempotent) before they start a server; annotations they post stay in it.
+The smokes use a database of their own (TEXTSHELF_DB, by default
+build/smoke-logs/textshelf-smoke.sqlite3), never the demo's: the scripts run
+`manage.py seed` (migrate + demo data, idempotent) on it before they start a
+server, and every server they start inherits the variable.
 Key files are absolute paths: m0serve applies --chdir before it reads
 --grant-key-file, and Django reads M0_GRANT_KEY_FILE from that directory too.
 
@@ -26,6 +27,9 @@ from m0smoke import (
 
 PY = "/usr/bin/python3"
 FIXTURE = os.path.join(ROOT, "fixtures", "textshelf")
+os.makedirs(os.path.join(ROOT, "build", "smoke-logs"), exist_ok=True)
+os.environ.setdefault("TEXTSHELF_DB",
+                      os.path.join(ROOT, "build", "smoke-logs", "textshelf-smoke.sqlite3"))
 PASSWORD = "textshelf-demo"
 MOJO_HEAD = b": mojo hold\n\n"
 WSGI_HEAD = b": textshelf\n\n"   # textshelf.realtime.STREAM_HEAD
@@ -42,7 +46,7 @@ _seeded = []
 
 
 def seed(timeout=120.0):
-    """Runs `manage.py seed` once per process (the fixture's fixed SQLite file)."""
+    """Runs `manage.py seed` once per process, on TEXTSHELF_DB."""
     if _seeded:
         return
     env = dict(os.environ)
