@@ -52,6 +52,10 @@ struct HoldMount {
     explicit HoldMount(const mojo::MojoEnv&) {}
     http::Response serve(const http::Request& req) {
         http::Response r;
+        if (req.query_param("plain")) {  // the handler decides: no hold
+            r.body = "plain\n";
+            return r;
+        }
         r.headers.add("M0-Hold", "stream");
         r.headers.add("M0-Channel", req.query_param("c").value_or("a"));
         r.body = ": hold\n\n";
@@ -117,16 +121,20 @@ struct Client {
     int fd = -1;
     SlotRef slot;
     bool connected = true;
-    bool requested = false;
-    bool job_done = false;
+    bool requested = false;   // any request sent
+    bool busy = false;        // its job has not returned
+    size_t seen_from = 0;     // the current job's first hand-off point in the stepper
+    int plain_requested = 0;  // requests answered without a hold
+    int plain_seen = 0;
+    bool hold = false;  // a hold was requested (the last request on the connection)
     uint64_t cursor = 0;
     std::set<std::string> channels;
     bool frame_sent = false;         // the h frame is queued (observed at the hook)
     std::vector<uint64_t> expected;  // ids it must receive, in order
     std::string bytes;               // what it read
     bool eof = false;
-    size_t parsed = 0;  // bytes of `bytes` already checked
-    bool head_seen = false;
+    size_t parsed = 0;     // bytes of `bytes` already checked
+    bool in_hold = false;  // the hold's head was read
     std::vector<uint64_t> received;
 };
 
@@ -162,11 +170,11 @@ struct Sut {
     ~Sut() {
         // Free every parked thread, then stop.
         for (auto& c : clients)
-            for (int i = 0; i < 6 && c.requested && !c.job_done; ++i) {
+            for (int i = 0; i < 6 && c.busy; ++i) {
                 uint64_t done_before = pool->pool().completed.load();
                 stepper.advance(c.slot,
                                 [&] { return pool->pool().completed.load() > done_before; });
-                if (pool->pool().completed.load() > done_before) c.job_done = true;
+                if (pool->pool().completed.load() > done_before) c.busy = false;
             }
         server.reset();
         pool.reset();
@@ -178,14 +186,15 @@ struct Sut {
     // done when the pool's completed count moves (only one thread moves at a
     // time), whatever order its hand-off points came in.
     void advance(Client& c) {
-        if (c.job_done) return;
+        if (!c.busy) return;
         uint64_t done_before = pool->pool().completed.load();
         bool moved =
             stepper.advance(c.slot, [&] { return pool->pool().completed.load() > done_before; });
         RC_ASSERT(moved);
-        if (pool->pool().completed.load() > done_before) c.job_done = true;
-        for (auto p : stepper.seen(c.slot))
-            if (p == hold::Point::frame_sent) c.frame_sent = true;
+        if (pool->pool().completed.load() > done_before) c.busy = false;
+        auto seen = stepper.seen(c.slot);
+        for (size_t i = c.seen_from; i < seen.size(); ++i)
+            if (seen[i] == hold::Point::frame_sent) c.frame_sent = true;
     }
 
     void read_all() {
@@ -215,23 +224,35 @@ struct Sut {
             RC_ASSERT(c.bytes.empty());
             return;
         }
-        if (!c.head_seen) {
-            size_t end = c.bytes.find("\r\n\r\n");
+        // Plain answers (Content-Length), then at most one hold's head.
+        while (!c.in_hold) {
+            size_t end = c.bytes.find("\r\n\r\n", c.parsed);
             if (end == std::string::npos) {
-                // Nothing precedes the head.
-                size_t n = std::min<size_t>(9, c.bytes.size());
-                RC_ASSERT(c.bytes.substr(0, n) == std::string("HTTP/1.1 ").substr(0, n));
+                // Nothing precedes a head.
+                std::string rest = c.bytes.substr(c.parsed);
+                size_t n = std::min<size_t>(9, rest.size());
+                RC_ASSERT(rest.substr(0, n) == std::string("HTTP/1.1 ").substr(0, n));
+                RC_ASSERT(!c.eof);
                 return;
             }
-            std::string head = c.bytes.substr(0, end);
+            std::string head = c.bytes.substr(c.parsed, end - c.parsed);
             RC_ASSERT(head.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
-            RC_ASSERT(head.find("Content-Type: text/event-stream") != std::string::npos);
-            RC_ASSERT(head.find("Transfer-Encoding") == std::string::npos);
-            RC_ASSERT(head.find("Content-Length") == std::string::npos);
-            RC_ASSERT(head.find("Connection: close") != std::string::npos);
-            c.head_seen = true;
-            c.parsed = end + 4;
-            if (c.bytes.size() < c.parsed + 8) return;
+            if (head.find("Content-Type: text/event-stream") != std::string::npos) {
+                RC_ASSERT(c.hold);
+                RC_ASSERT(c.plain_seen == c.plain_requested);  // answers in order
+                RC_ASSERT(head.find("Transfer-Encoding") == std::string::npos);
+                RC_ASSERT(head.find("Content-Length") == std::string::npos);
+                RC_ASSERT(head.find("Connection: close") != std::string::npos);
+                c.in_hold = true;
+                c.parsed = end + 4;
+                break;
+            }
+            RC_ASSERT((head + "\r\n").find("\r\nContent-Length: 6\r\n") != std::string::npos);
+            if (c.bytes.size() < end + 4 + 6) return;
+            RC_ASSERT(c.bytes.substr(end + 4, 6) == "plain\n");
+            c.parsed = end + 4 + 6;
+            ++c.plain_seen;
+            RC_ASSERT(c.plain_seen <= c.plain_requested);
         }
         // The body: the head's ": hold\n\n", then events.
         while (c.parsed < c.bytes.size()) {
@@ -254,7 +275,8 @@ struct Sut {
         // In order, a prefix of what it must receive.
         RC_ASSERT(c.received.size() <= c.expected.size());
         for (size_t i = 0; i < c.received.size(); ++i) RC_ASSERT(c.received[i] == c.expected[i]);
-        // A hold is never closed under a client that is still there.
+        // A connection, held or kept alive, is never closed under a client that is
+        // still there.
         RC_ASSERT(!c.eof);
     }
 
@@ -264,7 +286,7 @@ struct Sut {
         // A departed slot is released once nothing for it is left in the queues.
         bool queues_empty = ring.size() == 0 && bus.queued() == 0;
         for (auto& c : clients)
-            if (queues_empty && !c.connected && (!c.requested || c.job_done)) {
+            if (queues_empty && !c.connected && !c.busy) {
                 RC_ASSERT(!server->alive(c.slot));
                 RC_ASSERT(!server->subscribed(c.slot));
             }
@@ -274,14 +296,16 @@ struct Sut {
 struct Model {
     struct C {
         bool connected = true;
-        bool requested = false;
-        int steps = 0;  // hand-off points passed (3 = finished)
+        bool busy = false;  // a job in flight
+        int steps = 0;      // its hand-off points passed
+        int total = 0;      // its hand-off points: 3 for a hold, 2 for a plain answer
+        bool held = false;  // asked for a hold: no further request on the connection
     };
     std::vector<C> clients;
     uint64_t published = 0;  // the shared counter's value
     int in_flight() const {
         int n = 0;
-        for (const auto& c : clients) n += c.requested && c.steps < 3;
+        for (const auto& c : clients) n += c.busy;
         return n;
     }
 };
@@ -307,6 +331,9 @@ struct Connect : Cmd {
 
 struct Request : Cmd {
     size_t who = *rc::gen::inRange<size_t>(0, kMaxClients);
+    // The handler decides: mostly a hold, sometimes a plain answer (and the
+    // connection is kept alive for another request).
+    bool hold = *rc::gen::weightedElement<bool>({{4, true}, {1, false}});
     std::vector<std::string> channels =
         *rc::gen::unique<std::vector<std::string>>(rc::gen::elementOf(kChannels)).as("channels");
     uint64_t cursor;
@@ -319,26 +346,43 @@ struct Request : Cmd {
 
     void checkPreconditions(const Model& m) const override {
         RC_PRE(who < m.clients.size());
-        RC_PRE(m.clients[who].connected && !m.clients[who].requested);
+        const auto& c = m.clients[who];
+        RC_PRE(c.connected && !c.busy && !c.held);
         RC_PRE(!channels.empty());
         RC_PRE(m.in_flight() < kThreads);
     }
-    void apply(Model& m) const override { m.clients[who].requested = true; }
+    void apply(Model& m) const override {
+        auto& c = m.clients[who];
+        c.busy = true;
+        c.steps = 0;
+        c.total = hold ? 3 : 2;
+        c.held = hold;
+    }
     void run(const Model&, Sut& s) const override {
         Client& c = s.clients[who];
         std::string list;
         for (const auto& ch : channels) list += (list.empty() ? "" : ",") + ch;
-        std::string req = "GET /m/h?c=" + list + " HTTP/1.1\r\nHost: p\r\n";
+        std::string req =
+            "GET /m/h?c=" + list + (hold ? "" : "&plain=1") + " HTTP/1.1\r\nHost: p\r\n";
         if (cursor) req += "Last-Event-ID: " + std::to_string(cursor) + "\r\n";
         req += "\r\n";
+        const size_t before = s.stepper.seen(c.slot).size();
         RC_ASSERT(::send(c.fd, req.data(), req.size(), MSG_NOSIGNAL) ==
                   static_cast<ssize_t>(req.size()));
         c.requested = true;
-        c.cursor = cursor;
-        c.channels = {channels.begin(), channels.end()};
+        c.busy = true;
+        c.seen_from = before;
+        if (hold) {
+            c.hold = true;
+            c.cursor = cursor;
+            c.channels = {channels.begin(), channels.end()};
+        } else {
+            ++c.plain_requested;
+        }
         // The loop reads and dispatches; the pool thread parks at handler_start.
         auto deadline = std::chrono::steady_clock::now() + 5s;
-        while (s.stepper.seen(c.slot).empty() && std::chrono::steady_clock::now() < deadline) {
+        while (s.stepper.seen(c.slot).size() == before &&
+               std::chrono::steady_clock::now() < deadline) {
             s.loop.run_once();
             std::this_thread::sleep_for(50us);
         }
@@ -347,7 +391,7 @@ struct Request : Cmd {
         s.check_all();
     }
     void show(std::ostream& os) const override {
-        os << "Request(client " << who << ", channels";
+        os << "Request(client " << who << (hold ? ", hold on" : ", plain answer; channels");
         for (const auto& c : channels) os << " " << c;
         os << ", Last-Event-ID " << cursor << ")";
     }
@@ -357,9 +401,12 @@ struct Advance : Cmd {
     size_t who = *rc::gen::inRange<size_t>(0, kMaxClients);
     void checkPreconditions(const Model& m) const override {
         RC_PRE(who < m.clients.size());
-        RC_PRE(m.clients[who].requested && m.clients[who].steps < 3);
+        RC_PRE(m.clients[who].busy);
     }
-    void apply(Model& m) const override { ++m.clients[who].steps; }
+    void apply(Model& m) const override {
+        auto& c = m.clients[who];
+        if (++c.steps == c.total) c.busy = false;
+    }
     void run(const Model&, Sut& s) const override {
         s.advance(s.clients[who]);
         s.read_all();
@@ -424,7 +471,7 @@ struct Disconnect : Cmd {
         c.connected = false;
         ::close(c.fd);
         c.fd = -1;
-        if (!c.requested || c.job_done) {
+        if (!c.busy) {
             // Nothing in flight: the slot is released at once.
             for (int i = 0; i < 2000 && s.server->alive(c.slot); ++i) {
                 s.loop.run_once();
@@ -441,8 +488,8 @@ struct Disconnect : Cmd {
 // Releases every job, drains everything, and requires exact delivery.
 void finish(Sut& s) {
     for (auto& c : s.clients)
-        for (int i = 0; i < 6 && c.requested && !c.job_done; ++i) s.advance(c);
-    for (auto& c : s.clients) RC_ASSERT(!c.requested || c.job_done);
+        for (int i = 0; i < 6 && c.busy; ++i) s.advance(c);
+    for (auto& c : s.clients) RC_ASSERT(!c.busy);
     for (int round = 0; round < 50; ++round) {
         s.step_loop(3);
         std::this_thread::sleep_for(100us);
@@ -450,7 +497,12 @@ void finish(Sut& s) {
     s.check_all();
     for (auto& c : s.clients) {
         if (!c.connected || !c.requested) continue;
-        RC_ASSERT(c.head_seen);
+        RC_ASSERT(c.plain_seen == c.plain_requested);
+        if (!c.hold) {
+            RC_ASSERT(s.server->alive(c.slot));  // kept alive for the next request
+            continue;
+        }
+        RC_ASSERT(c.in_hold);
         RC_ASSERT(c.received == c.expected);
         RC_ASSERT(s.server->holding(c.slot));
     }

@@ -4,6 +4,7 @@
 #include <event2/buffer.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,6 +60,9 @@ constexpr double kLingerSeconds = 2.0;
 Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
                Metrics& metrics)
     : loop_(loop), cfg_(std::move(cfg)), ring_(ring), bus_(bus), metrics_(metrics) {
+    // A peer that left makes writes fail with EPIPE, handled as an error on
+    // that connection; the signal would end the whole process.
+    ::signal(SIGPIPE, SIG_IGN);
     ring_watch_ =
         std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });
     if (bus_) {
