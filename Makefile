@@ -21,6 +21,7 @@ DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
 GRANT_KEYS ?= $(BUILD)/grant.keys
+ADMIN_KEY  ?= $(BUILD)/admin.key
 TEXTSHELF  := fixtures/textshelf
 
 .PHONY: deps build configure test unit property property-long test-python smoke smoke-basic \
@@ -105,17 +106,26 @@ $(GRANT_KEYS):
 	$(PY) -c 'import secrets; print("k1", secrets.token_hex(32))' > $@
 	chmod 600 $@
 
-# The main demo: textshelf on the WSGI pool and the mojo mount, with --realtime.
-serve: deps build fixtures-db $(GRANT_KEYS)
+# The admin listener's bearer key, made once.
+$(ADMIN_KEY):
+	@mkdir -p $(dir $@)
+	$(PY) -c 'import secrets; print(secrets.token_urlsafe(32))' > $@
+	chmod 600 $@
+
+# The main demo: textshelf on the WSGI pool and the mojo mount, with --realtime,
+# and the admin listener (publish, close, metrics) on loopback.
+serve: deps build fixtures-db $(GRANT_KEYS) $(ADMIN_KEY)
 	@cd $(TEXTSHELF) && $(PY) manage.py seed
+	@echo "admin: http://$(ADMIN)/metrics; POST /publish with Authorization: Bearer \$$(cat $(ADMIN_KEY))"
 	M0_GRANT_KEY_FILE=$(abspath $(GRANT_KEYS)) $(M0SERVE) --listen $(LISTEN) --chdir $(TEXTSHELF) \
 	  --mount /=textshelf_site.wsgi:application --mount /native=mojo --realtime \
-	  --grant-key-file $(GRANT_KEYS)
+	  --grant-key-file $(GRANT_KEYS) --admin-listen $(ADMIN) --admin-key-file $(ADMIN_KEY)
 
 # The smaller demo: djangoproj (publish form, hold view) with the mojo mount.
-serve-djangoproj: deps build fixtures-db
+serve-djangoproj: deps build fixtures-db $(ADMIN_KEY)
 	$(M0SERVE) --listen $(LISTEN) --chdir fixtures/djangoproj \
-	  --mount /=djangoproj.wsgi:application --mount /native=mojo --realtime
+	  --mount /=djangoproj.wsgi:application --mount /native=mojo --realtime \
+	  --admin-listen $(ADMIN) --admin-key-file $(ADMIN_KEY)
 
 clean:
 	rm -rf $(BUILD)
