@@ -192,6 +192,8 @@ TEST_CASE("wsgi pool: the environ follows PEP 3333", "[wsgi][pool]") {
     r.headers.add("X-Multi", "one");
     r.headers.add("X-Multi", "two");
     r.headers.add("X_Forged", "no");
+    r.headers.add("Cookie", "a=1");
+    r.headers.add("Cookie", "b=2");
     auto out = rig.run("env_app", r);
     REQUIRE(out.size() == 1);
     const std::string& b = out.front().response.body;
@@ -204,6 +206,7 @@ TEST_CASE("wsgi pool: the environ follows PEP 3333", "[wsgi][pool]") {
     CHECK(b.find("\"SERVER_PORT\": \"8000\"") != std::string::npos);
     CHECK(b.find("\"HTTP_X_MULTI\": \"one, two\"") != std::string::npos);
     CHECK(b.find("X_FORGED") == std::string::npos);
+    CHECK(b.find("\"HTTP_COOKIE\": \"a=1; b=2\"") != std::string::npos);
     CHECK(b.find("\"wsgi.url_scheme\": \"http\"") != std::string::npos);
     CHECK(b.find("\"body\": \"payload\"") != std::string::npos);
     CHECK(b.find("\"readline\": true") != std::string::npos);

@@ -220,9 +220,16 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
         std::string key = "HTTP_";
         for (char c : name)
             key += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        if (PyDict_GetItemString(env, key.c_str())) continue;  // joined below, once
+        if (PyDict_GetItemString(env, key.c_str())) continue;  // already joined
         // RFC 9110 §5.3: repeated fields are joined with commas.
-        ok = set_item(env, key.c_str(), str_latin1(*r.headers.get_joined(name))) == 0;
+        // RFC 6265 §5.4: several Cookie fields are one list joined with "; ".
+        std::string value = *r.headers.get_joined(name);
+        if (http::iequals(name, "Cookie")) {
+            value.clear();
+            for (const auto& [k, v] : r.headers.items)
+                if (http::iequals(k, "Cookie")) value += (value.empty() ? "" : "; ") + v;
+        }
+        ok = set_item(env, key.c_str(), str_latin1(value)) == 0;
     }
     if (!ok) {
         Py_DECREF(env);
