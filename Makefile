@@ -16,7 +16,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
                 libssl-dev catch2 librapidcheck-dev cmake g++ pkg-config make \
-                chromium clang-format
+                chromium fonts-liberation clang-format
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
