@@ -26,7 +26,7 @@ TEXTSHELF  := fixtures/textshelf
 
 .PHONY: deps build configure test unit property property-long test-python smoke smoke-basic \
         smoke-django-realtime smoke-mojo-mount-hold smoke-textshelf test-browser sabotage \
-        sabotage-pool serve serve-djangoproj fixtures-db clean format format-check
+        sabotage-pool bench-holds serve serve-djangoproj fixtures-db clean format format-check
 
 # Installs the Debian packages that are missing (apt-get, when root); prints
 # the command otherwise.
@@ -91,6 +91,10 @@ test-browser: build fixtures-db
 
 sabotage: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --all
+
+# A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
+bench-holds: build
+	$(PY) smoke/bench_holds.py --binary $(M0SERVE) --holds 2000 --events 200
 
 sabotage-pool: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --group pool
