@@ -198,11 +198,20 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
               PyDict_SetItemString(env, "wsgi.input_terminated", Py_True) == 0;
     if (ok) {
         // wsgi.input: a real file-like object over the whole body.
-        PyObject* io = PyImport_ImportModule("io");
+        // io.BytesIO, looked up once (under the GIL) and kept for the
+        // interpreter's life rather than imported per request.
+        static PyObject* bytes_io = [] {
+            PyObject* io = PyImport_ImportModule("io");
+            PyObject* cls = io ? PyObject_GetAttrString(io, "BytesIO") : nullptr;
+            Py_XDECREF(io);
+            return cls;
+        }();
         PyObject* body =
             PyBytes_FromStringAndSize(r.body.data(), static_cast<Py_ssize_t>(r.body.size()));
-        PyObject* input = io && body ? PyObject_CallMethod(io, "BytesIO", "O", body) : nullptr;
-        Py_XDECREF(io);
+        PyObject* input =
+            bytes_io && body ? PyObject_CallFunctionObjArgs(bytes_io, body, nullptr) : nullptr;
+        if (!bytes_io && !PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "io.BytesIO is unavailable");
         Py_XDECREF(body);
         ok = set_item(env, "wsgi.input", input) == 0;
     }
