@@ -632,14 +632,20 @@ def publish_django(addr, channel, data, event=None, timeout=5.0, expect=200):
     r = http(addr, "POST", "/publish",
              [("Content-Type", "application/x-www-form-urlencoded")],
              form_body(fields), timeout)
+    return _publish_answer(r, "Django /publish", channel, expect)
+
+
+def _publish_answer(r, what, channel, expect):
+    """The id of a 200 publish answer; with expect != 200, the Response after
+    checking its status."""
     if expect != 200:
-        check(r.status == expect, "Django /publish channel=%r: want %d, got %s %s" % (
-            channel, expect, r.summary(), short(r.body, 160)))
+        check(r.status == expect, "%s channel=%r: want %d, got %s %s" % (
+            what, channel, expect, r.summary(), short(r.body, 160)))
         return r
-    check(r.status == 200, "Django /publish channel=%r: want 200, got %s %s" % (
-        channel, r.summary(), short(r.body, 160)))
+    check(r.status == 200, "%s channel=%r: want 200, got %s %s" % (
+        what, channel, r.summary(), short(r.body, 160)))
     j = r.json()
-    check(isinstance(j, dict) and isinstance(j.get("id"), int), "Django /publish answer %s" % short(r.body))
+    check(isinstance(j, dict) and isinstance(j.get("id"), int), "%s answer %s" % (what, short(r.body)))
     return j["id"]
 
 
@@ -653,15 +659,7 @@ def publish_admin(admin, key, channel, data, event=None, timeout=5.0, expect=200
         headers.append(("Authorization", "Bearer %s" % key))
     body = raw_json if raw_json is not None else json.dumps(payload).encode()
     r = http(admin, "POST", "/publish", headers, body, timeout)
-    if expect != 200:
-        check(r.status == expect, "admin /publish channel=%r: want %d, got %s %s" % (
-            channel, expect, r.summary(), short(r.body, 160)))
-        return r
-    check(r.status == 200, "admin /publish channel=%r: want 200, got %s %s" % (
-        channel, r.summary(), short(r.body, 160)))
-    j = r.json()
-    check(isinstance(j, dict) and isinstance(j.get("id"), int), "admin /publish answer %s" % short(r.body))
-    return j["id"]
+    return _publish_answer(r, "admin /publish", channel, expect)
 
 
 def metrics(admin, timeout=5.0):
