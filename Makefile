@@ -87,7 +87,7 @@ smoke-textshelf: build fixtures-db
 
 # Headless Chromium (Debian) driven by playwright-core (npm) against textshelf.
 test-browser: build fixtures-db
-	$(PY) smoke/50-textshelf-browser.py --binary $(M0SERVE)
+	M0_REQUIRE_BROWSER=1 $(PY) smoke/50-textshelf-browser.py --binary $(M0SERVE)
 
 sabotage: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --all

@@ -4,7 +4,8 @@
 /usr/bin/chromium), then the reconnect the browser relies on, at the
 protocol level.
 
-Needs /usr/bin/chromium (without it: one SKIP line, exit 0) and the test's
+Needs /usr/bin/chromium (without it: one SKIP line, exit 0; FAIL with
+M0_REQUIRE_BROWSER=1, as `make test-browser` sets) and the test's
 node_modules (`npm ci --no-audit --no-fund` in fixtures/textshelf/browser
 when they are missing; package-lock.json pins them). Installs nothing else.
 
@@ -173,6 +174,12 @@ def phase2(ctx):
 
 if __name__ == "__main__":
     if not os.path.exists(CHROMIUM) and not {"-h", "--help", "--list"} & set(sys.argv[1:]):
+        # `make test-browser` sets M0_REQUIRE_BROWSER: `make deps` installs
+        # Chromium, so its absence there is a failure, not a skip.
+        if os.environ.get("M0_REQUIRE_BROWSER"):
+            print("FAIL textshelf browser: %s not installed (make deps installs it)" % CHROMIUM,
+                  flush=True)
+            sys.exit(1)
         print("SKIP textshelf browser: %s not installed" % CHROMIUM, flush=True)
         sys.exit(0)
     sys.exit(smoke.main())
