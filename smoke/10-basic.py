@@ -548,6 +548,33 @@ def phase29(ctx):
     check(rc == 0, "the server exited %d after SIGTERM, want 0" % rc)
 
 
+@smoke.phase(31, "SIGTERM with --grace 1 while /slow?s=6 runs: new connections are refused at once, "
+                 "the server exits when the grace period ends, not when the view does")
+def phase31(ctx):
+    srv = server(ctx, ["--grace", "1"])
+    srv.require_own("it sends SIGTERM")
+    c = ctx.connect(srv)
+    c.send(build_request("GET", "/slow?s=6"))
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    srv.terminate()
+    time.sleep(0.2)
+    try:
+        socket.create_connection(srv.addr, timeout=2).close()
+        refused = False
+    except ConnectionRefusedError:
+        refused = True
+    check(refused, "a connection made during the grace period was accepted; the listener must be closed")
+    rc = srv.wait_exit(8.0)
+    took = time.monotonic() - t0
+    if rc is None:
+        srv.kill()
+        raise Fail("the server did not exit within 8s of SIGTERM (killed)")
+    check(rc == 0, "the server exited %d after SIGTERM, want 0" % rc)
+    # The view would run until 6 s; the grace period ends at 1 s.
+    check(took < 4.0, "the server took %.1fs to exit with --grace 1" % took)
+
+
 @smoke.phase(30, "mojo refusals: /native/hold without channel -> 400, /native/stream (a stream, not a hold) -> 409")
 def phase30(ctx):
     srv = server(ctx, ["--realtime"])

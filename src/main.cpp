@@ -50,6 +50,10 @@ const char* kUsage =
   --realtime                  wire the bus channel: holds and publish
   --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
   --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
+  --hold-drain-timeout SECONDS
+                              a hold over that limit this long is closed (default 5)
+  --output-high-water BYTES   unsent output past which a connection gets no more:
+                              streams wait, pipelined requests wait (default 262144)
   --max-holds N               past it, a hold answer is 503 (default 10000)
   --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
   --admin-key-file PATH       bearer key for admin POST /publish
@@ -188,6 +192,10 @@ Options parse(int argc, char** argv) {
             o.server.heartbeat = parse_seconds(a, value());
         } else if (a == "--hold-buffer-limit") {
             o.server.hold_buffer_limit = parse_number<size_t>(a, value(), 1024, size_t(1) << 32);
+        } else if (a == "--hold-drain-timeout") {
+            o.server.hold_drain_timeout = parse_seconds(a, value());
+        } else if (a == "--output-high-water") {
+            o.server.stream_high_water = parse_number<size_t>(a, value(), 4096, size_t(1) << 32);
         } else if (a == "--max-holds") {
             o.max_holds = parse_number<int64_t>(a, value(), 0, 10000000);
         } else if (a == "--admin-listen") {
@@ -281,6 +289,7 @@ int main(int argc, char** argv) {
     if (any_wsgi) wsgi_pool = std::make_unique<m0::wsgi::WsgiPool>(o.blocking_threads, handoff);
     if (any_mojo) mojo_pool = std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, handoff);
     std::vector<std::unique_ptr<m0::mojo::Handler>> handlers;
+    double grace_deadline = 0;
 
     {
         m0::http::Server server(loop, o.server, ring, bus.get(), metrics);
@@ -320,16 +329,19 @@ int main(int argc, char** argv) {
             M0_LOG(info, "admin listening on ", o.admin_host, ":",
                    std::to_string(server.bound_port(true)));
         loop.run();
+        grace_deadline = server.shutting_down() ? server.shutdown_at() + o.server.grace
+                                                : m0::monotonic_seconds();
         event_free(sigterm);
         event_free(sigint);
     }
 
-    // The loop is done; let the pools finish what runs, within a bound.
+    // The loop is done; what still runs on a pool thread may finish within
+    // what is left of the grace period, not a moment past it.
     bool stuck = false;
     for (m0::Pool* p :
          {wsgi_pool ? &wsgi_pool->pool() : nullptr, mojo_pool ? &mojo_pool->pool() : nullptr}) {
         if (!p) continue;
-        for (int i = 0; i < 500 && p->busy.load() > 0; ++i)
+        while (p->busy.load() > 0 && m0::monotonic_seconds() < grace_deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         if (p->busy.load() > 0) stuck = true;
     }

@@ -220,3 +220,90 @@ TEST_CASE("hold loop: closing a channel sends each hold a retry hint, then EOF",
     CHECK(ms <= 6000);
     CHECK(rig.metrics.holds_open.load() == 0);
 }
+
+TEST_CASE("hold loop: a HEAD answered with a hold gets the head alone, no body and no hold",
+          "[hold][loop]") {
+    Rig rig;
+    rig.send("HEAD /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n");
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    std::string got;
+    char c;
+    // RFC 9110 §9.3.2: the head, then the end of the connection.
+    REQUIRE(rig.loop.run_until([&] {
+        ssize_t n;
+        char buf[4096];
+        while ((n = ::recv(rig.client, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+            got.append(buf, size_t(n));
+        return n == 0;
+    }));
+    CHECK(got.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    CHECK(got.find("text/event-stream") != std::string::npos);
+    REQUIRE(got.size() >= 4);
+    CHECK(got.substr(got.size() - 4) == "\r\n\r\n");  // nothing after the head
+    CHECK_FALSE(rig.server->subscribed(rig.slot));
+    CHECK_FALSE(rig.server->holding(rig.slot));
+    CHECK(rig.metrics.holds_open.load() == 0);
+    CHECK(rig.metrics.holds_total.load() == 0);
+    (void)c;
+}
+
+TEST_CASE("hold loop: events larger together than the limit do not close a reader that reads",
+          "[hold][loop][limits]") {
+    http::ServerConfig cfg;
+    cfg.hold_buffer_limit = 64 * 1024;
+    Rig rig(cfg);
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold", got);
+    // Two events of 60 KiB in one loop turn put the backlog over the limit for
+    // a moment; the reader takes them at once, so it is not slow.
+    const std::string payload(60 * 1024, 'x');
+    uint64_t last = 0;
+    for (int i = 0; i < 10; ++i) {
+        REQUIRE(rig.bus.publish("c", payload).ok());
+        last = rig.bus.publish("c", payload).id;
+        REQUIRE(last != 0);
+        rig.server->on_bus_ready();
+        REQUIRE(rig.server->alive(rig.slot));
+        rig.read_until("id: " + std::to_string(last) + "\n", got);
+        REQUIRE(rig.loop.run_until([&] {
+            char buf[65536];
+            while (::recv(rig.client, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+            }
+            return rig.server->unsent(rig.slot) == 0;
+        }));
+    }
+    CHECK(rig.server->alive(rig.slot));
+    CHECK(rig.metrics.slow_readers_closed.load() == 0);
+    CHECK(rig.metrics.events_delivered.load() == 20);
+}
+
+TEST_CASE("hold loop: a reader whose backlog stays over the limit past the drain timeout is closed",
+          "[hold][loop][limits]") {
+    http::ServerConfig cfg;
+    cfg.hold_buffer_limit = 64 * 1024;
+    cfg.hold_drain_timeout = 0.3;
+    cfg.heartbeat = 0.05;
+    Rig rig(cfg);
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold", got);
+    // The client stops reading: publish until the backlog is over the limit
+    // (but under twice it), then nothing more.
+    const std::string payload(8 * 1024, 'x');
+    for (int i = 0; i < 400 && rig.server->unsent(rig.slot) <= cfg.hold_buffer_limit; ++i) {
+        REQUIRE(rig.bus.publish("c", payload).ok());
+        rig.server->on_bus_ready();
+        rig.loop.run_once();
+    }
+    REQUIRE(rig.server->unsent(rig.slot) > cfg.hold_buffer_limit);
+    CHECK(rig.server->alive(rig.slot));  // over the limit for a moment is not slowness
+    CHECK(rig.metrics.slow_readers_closed.load() == 0);
+    // The backlog stays: the heartbeat's check closes the hold after the timeout.
+    REQUIRE(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); },
+                               std::chrono::milliseconds(3000)));
+    CHECK(rig.metrics.slow_readers_closed.load() == 1);
+    CHECK_FALSE(rig.server->subscribed(rig.slot));
+    CHECK(rig.metrics.holds_open.load() == 0);
+}

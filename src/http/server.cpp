@@ -29,6 +29,9 @@ struct Server::HoldState {
     bool head_written = false;
     std::vector<std::string> pending;  // events that arrived before the head
     bool wrote_since_tick = false;     // heartbeat only when idle
+    // Since when the unsent output has been over --hold-buffer-limit (0: it is
+    // not). A reader is slow when this lasts, not when one event is large.
+    double over_since = 0;
 };
 
 struct Server::Conn {
@@ -43,8 +46,10 @@ struct Server::Conn {
     bool keep_alive = true;
     bool head_request = false;
     int version_minor = 1;
-    bool peer_eof = false;  // the client half-closed while a request was in flight
-    bool chunked = false;   // the streaming body is chunk-framed
+    bool peer_eof = false;       // the client half-closed: answer what it sent, then close
+    bool read_paused = false;    // output over the high-water mark: the next request waits
+    bool idle_on_drain = false;  // an answer is draining: the keep-alive timer starts after
+    bool chunked = false;        // the streaming body is chunk-framed
     std::shared_ptr<StreamState> stream;
     std::unique_ptr<HoldState> hold;
     std::string remote_addr;
@@ -222,6 +227,11 @@ Server::Conn* Server::find(SlotRef s) const {
     return e.conn.get();
 }
 
+size_t Server::unsent(SlotRef s) const {
+    Conn* c = find(s);
+    return c ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+}
+
 bool Server::holding(SlotRef s) const {
     Conn* c = find(s);
     return c && c->phase == Phase::holding;
@@ -257,12 +267,25 @@ void Server::on_read(bufferevent*, void* arg) {
     }
 }
 
+bool Server::output_full(const Conn& c) const {
+    return evbuffer_get_length(bufferevent_get_output(c.bev)) > cfg_.stream_high_water;
+}
+
 void Server::process_input(Conn& c) {
     if (c.in_process) return;
     c.in_process = true;
     evbuffer* in = bufferevent_get_input(c.bev);
     SlotRef me = c.slot;
     while (c.phase == Phase::reading && evbuffer_get_length(in) > 0) {
+        if (!c.parser.in_message() && output_full(c)) {
+            // Read backpressure: a client that pipelines and does not read its
+            // answers gets no more of them parsed until its output drains (on_write);
+            // memory per connection stays bounded whatever it sends.
+            c.read_paused = true;
+            bufferevent_disable(c.bev, EV_READ);
+            bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.stream_high_water / 2, 0);
+            break;
+        }
         evbuffer_iovec vec;
         if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1) break;
         bool was_in_message = c.parser.in_message();
@@ -289,9 +312,10 @@ void Server::process_input(Conn& c) {
         if (res.consumed == 0) break;
     }
     c.in_process = false;
+    // A client that half-closed sends nothing more: once what it sent is
+    // answered (or only part of a request is left), the connection ends.
+    if (c.peer_eof && c.phase == Phase::reading && !c.read_paused) close_after_write(c);
 }
-
-static const char* method_token(const std::string& m) { return m.c_str(); }
 
 void Server::dispatch(Conn& c, Request req) {
     metrics_.requests_total.fetch_add(1);
@@ -303,7 +327,7 @@ void Server::dispatch(Conn& c, Request req) {
     req.remote_port = c.remote_port;
     req.server_name = listen_host_.empty() ? "127.0.0.1" : listen_host_;
     req.server_port = c.admin ? admin_port_ : port_;
-    M0_LOG(debug, method_token(req.method), " ", req.target, " slot ", to_string(c.slot));
+    M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
         Response r = admin_handle(req);
@@ -501,12 +525,17 @@ void Server::end_stream(Conn& c, bool aborted) {
 
 void Server::finish_request(Conn& c) {
     c.phase = Phase::reading;
-    if (!c.keep_alive || c.peer_eof || shutting_down_) {
+    if (!c.keep_alive || shutting_down_) {
         close_after_write(c);
         return;
     }
-    bufferevent_enable(c.bev, EV_READ);
-    arm_timer(c, cfg_.keepalive_timeout);
+    // The connection is idle only once its answer has drained: the keep-alive
+    // timer starts in on_write, and until then --write-timeout bounds the
+    // answer as time without progress.
+    event_del(c.timer);
+    c.idle_on_drain = evbuffer_get_length(bufferevent_get_output(c.bev)) > 0;
+    if (!c.idle_on_drain) arm_timer(c, cfg_.keepalive_timeout);
+    if (!c.peer_eof) bufferevent_enable(c.bev, EV_READ);
     // Pipelined requests already buffered: parse the next (deferred if we are
     // inside process_input, which continues its own loop).
     process_input(c);
@@ -541,6 +570,26 @@ void Server::on_write(bufferevent*, void* arg) {
         c.stream->drained(left);
         return;
     }
+    if (c.phase == Phase::holding) {
+        if (c.hold && left <= s.cfg_.hold_buffer_limit) c.hold->over_since = 0;
+        return;
+    }
+    if (c.phase == Phase::reading) {
+        if (c.read_paused && left <= s.cfg_.stream_high_water / 2) {
+            c.read_paused = false;
+            bufferevent_setwatermark(c.bev, EV_WRITE, 0, 0);
+            if (!c.peer_eof) bufferevent_enable(c.bev, EV_READ);
+            s.process_input(c);
+            return;
+        }
+        // Drained: from now on the connection is idle (or reading a request,
+        // whose own header timer is running).
+        if (left == 0 && c.idle_on_drain) {
+            c.idle_on_drain = false;
+            if (!c.read_paused && !c.parser.in_message()) s.arm_timer(c, s.cfg_.keepalive_timeout);
+        }
+        return;
+    }
     if (c.phase == Phase::closing && left == 0) {
         // Lingering close: stop sending, read (and drop) what the client still
         // sends, so our answer is not destroyed by a reset.
@@ -554,10 +603,23 @@ void Server::on_write(bufferevent*, void* arg) {
 void Server::on_event(bufferevent*, short what, void* arg) {
     auto& c = *static_cast<Conn*>(arg);
     Server& s = *c.server;
-    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && c.phase == Phase::waiting) {
-        // A half-close while the request runs: answer, then close.
-        c.peer_eof = true;
-        return;
+    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
+        // A half-close: every request the client sent before it is answered,
+        // then the connection closes (RFC 9112 §9.6).
+        switch (c.phase) {
+            case Phase::waiting:
+            case Phase::streaming:
+                c.peer_eof = true;
+                return;
+            case Phase::reading:
+                c.peer_eof = true;
+                s.process_input(c);
+                return;
+            case Phase::holding:
+            case Phase::closing:
+            case Phase::lingering:
+                break;
+        }
     }
     if (what & BEV_EVENT_TIMEOUT)
         M0_LOG(info, "write timeout: closing ", c.remote_addr, " slot ", to_string(c.slot));
@@ -582,14 +644,18 @@ void Server::on_timeout(Conn& c) {
     close_conn(c);  // idle keep-alive, or a connection that never spoke
 }
 
-void Server::close_conn(Conn& c) {
-    SlotRef slot = c.slot;
+void Server::release_hold(Conn& c) {
     if (c.hold) {
-        subs_.unsubscribe_all(slot);
+        subs_.unsubscribe_all(c.slot);
         metrics_.holds_open.fetch_sub(1);
         c.hold.reset();
     }
-    holding_.erase(slot.index);
+    holding_.erase(c.slot.index);
+}
+
+void Server::close_conn(Conn& c) {
+    SlotRef slot = c.slot;
+    release_hold(c);
     if (c.stream) c.stream->cancel();
     event_free(c.timer);
     bufferevent_free(c.bev);
@@ -661,9 +727,18 @@ void Server::finish_hold_head(Conn& c, Response& r) {
     std::string head = head_text(c, r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
+    if (c.head_request) {
+        // RFC 9110 §9.3.2: HEAD is answered with the head alone, so there is no
+        // stream to hold: the subscription the h frame made is released.
+        release_hold(c);
+        close_after_write(c);
+        return;
+    }
     evbuffer_add(out, r.body.data(), r.body.size());
     c.phase = Phase::holding;
     c.hold->head_written = true;
+    // on_write reports when the backlog is back under the limit (check_backlog).
+    bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
     holding_.insert(c.slot.index);
     metrics_.holds_total.fetch_add(1);
     auto pending = std::move(c.hold->pending);
@@ -749,14 +824,27 @@ bool Server::write_hold(Conn& c, std::string_view bytes) {
     evbuffer_add(out, bytes.data(), bytes.size());
     metrics_.events_delivered.fetch_add(1);
     c.hold->wrote_since_tick = true;
-    if (evbuffer_get_length(out) > cfg_.hold_buffer_limit) {
-        M0_LOG(info, "slow reader: hold on slot ", to_string(c.slot),
-               " over --hold-buffer-limit, closed");
-        metrics_.slow_readers_closed.fetch_add(1);
-        close_conn(c);
-        return false;
+    return check_backlog(c);
+}
+
+bool Server::check_backlog(Conn& c) {
+    size_t backlog = evbuffer_get_length(bufferevent_get_output(c.bev));
+    if (backlog <= cfg_.hold_buffer_limit) {
+        c.hold->over_since = 0;
+        return true;
     }
-    return true;
+    // A reader is slow when its backlog stays over the limit for
+    // --hold-drain-timeout, or passes twice the limit (memory stays bounded);
+    // one large event that a reader takes promptly is not slowness.
+    double now = monotonic_seconds();
+    if (c.hold->over_since == 0) c.hold->over_since = now;
+    if (backlog <= 2 * cfg_.hold_buffer_limit && now - c.hold->over_since < cfg_.hold_drain_timeout)
+        return true;
+    M0_LOG(info, "slow reader: hold on slot ", to_string(c.slot), " kept ", std::to_string(backlog),
+           " bytes unsent over --hold-buffer-limit, closed");
+    metrics_.slow_readers_closed.fetch_add(1);
+    close_conn(c);
+    return false;
 }
 
 void Server::heartbeat() {
@@ -770,10 +858,7 @@ void Server::heartbeat() {
         }
         evbuffer* out = bufferevent_get_output(c->bev);
         evbuffer_add(out, sse::kHeartbeat.data(), sse::kHeartbeat.size());
-        if (evbuffer_get_length(out) > cfg_.hold_buffer_limit) {
-            metrics_.slow_readers_closed.fetch_add(1);
-            close_conn(*c);
-        }
+        check_backlog(*c);
     }
 }
 
@@ -782,7 +867,13 @@ void Server::heartbeat() {
 void Server::shutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
-    if (listener_) evconnlistener_disable(listener_);
+    shutdown_at_ = monotonic_seconds();
+    // Closed, not just disabled: a client that connects now is refused at
+    // once instead of waiting in the backlog to be reset at exit.
+    if (listener_) {
+        evconnlistener_free(listener_);
+        listener_ = nullptr;
+    }
     M0_LOG(info, "shutting down: ", std::to_string(open_), " connections, ",
            std::to_string(holding_.size()), " holds");
     for (auto& e : slots_) {
@@ -799,6 +890,7 @@ void Server::shutdown() {
     }
     grace_timer_ = std::make_unique<Timer>(loop_, [this] {
         M0_LOG(warn, "grace period over: closing ", std::to_string(open_), " connections");
+        grace_expired_ = true;
         for (auto& e : slots_)
             if (e.conn) close_conn(*e.conn);
         loop_.exit();

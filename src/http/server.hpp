@@ -57,7 +57,13 @@ struct ServerConfig {
     size_t max_connections = 1024;
     double heartbeat = 15;
     size_t hold_buffer_limit = 1024 * 1024;
+    // A connection's unsent output past which the server produces no more for
+    // it: a streamed body's pool thread waits, and a pipelined request is not
+    // parsed until the output drains to half of it (--output-high-water).
     size_t stream_high_water = 256 * 1024;
+    // A hold whose unsent output stays over hold_buffer_limit this long (or
+    // passes twice the limit) is a slow reader and is closed.
+    double hold_drain_timeout = 5;
     std::string admin_key;  // bearer key for admin POST /publish; empty: refused
     std::string server_header = "m0serve/" M0_VERSION;
 };
@@ -93,6 +99,10 @@ class Server {
     // in-flight requests finish within the grace period, then exit the loop.
     void shutdown();
     bool shutting_down() const { return shutting_down_; }
+    // The loop ended because the grace period ran out (work may still run on
+    // pool threads); and when shutdown() began (monotonic seconds).
+    bool grace_expired() const { return grace_expired_; }
+    double shutdown_at() const { return shutdown_at_; }
     // Admin POST /close: every hold on `channel` gets a retry hint and is
     // closed (clients reconnect with their Last-Event-ID). Returns how many.
     size_t close_channel(const std::string& channel);
@@ -102,6 +112,8 @@ class Server {
     bool holding(SlotRef s) const;
     bool subscribed(SlotRef s) const { return subs_.subscribed(s); }
     size_t connections() const { return open_; }
+    // Bytes queued for the connection and not yet written to its socket.
+    size_t unsent(SlotRef s) const;
     size_t holds() const { return holding_.size(); }
     const bus::Subscriptions& subscriptions() const { return subs_; }
 
@@ -139,6 +151,9 @@ class Server {
     void fanout(bus::PublishFrame& f);
     bool write_hold(Conn& c, std::string_view bytes);
     void drop_hold(Conn& c);
+    void release_hold(Conn& c);
+    bool check_backlog(Conn& c);
+    bool output_full(const Conn& c) const;
     void heartbeat();
     void check_drained();
     std::string head_text(const Conn& c, const Response& r, std::string_view framing);
@@ -176,6 +191,8 @@ class Server {
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
     bool shutting_down_ = false;
     bool exited_ = false;  // check_drained() ended the loop
+    bool grace_expired_ = false;
+    double shutdown_at_ = 0;
     std::minstd_rand rng_{std::random_device{}()};
     time_t date_time_ = 0;
     std::string date_;

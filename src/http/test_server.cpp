@@ -1097,3 +1097,127 @@ TEST_CASE("server: admin connections do not count against max_connections",
     CHECK(r.status == 200);
     CHECK(rig.metrics.connections_refused.load() == 0);
 }
+
+// ---- backpressure, idleness, half-close, shutdown --------------------------------
+
+TEST_CASE("server: a client that pipelines and never reads stops being read at the high-water mark",
+          "[http][server][limits]") {
+    ServerConfig cfg;
+    cfg.stream_high_water = 16 * 1024;
+    Rig rig(cfg);
+    const std::string body(8 * 1024, 'b');
+    rig.app = [&](SlotRef s, const Request&) {
+        Response resp;
+        resp.body = body;
+        rig.post(s, std::move(resp));
+    };
+    auto c = rig.connect();
+    // A small receive buffer so the answers pile up on the server's side.
+    int small = 4096;
+    ::setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    std::string pipeline;
+    const size_t n = 300;
+    for (size_t i = 0; i < n; ++i) pipeline += get("/p" + std::to_string(i));
+    c->send(pipeline);
+    // Step the loop a while without reading: the server parses only while its
+    // unsent output is under the mark.
+    for (int i = 0; i < 200; ++i) rig.loop.run_once();
+    CHECK(rig.seen.size() < n);
+    CHECK(rig.server->unsent(c->slot) <= cfg.stream_high_water + body.size() + 512);
+    // Reading drains it all, in order.
+    auto rs = rig.replies(*c, n);
+    REQUIRE(rs.size() == n);
+    CHECK(rs.back().body == body);
+    CHECK(rig.seen.size() == n);
+    CHECK(rig.seen.back().req.target == "/p" + std::to_string(n - 1));
+}
+
+TEST_CASE("server: the keep-alive timer starts when an answer has drained, not when it is queued",
+          "[http][server][limits]") {
+    ServerConfig cfg;
+    cfg.keepalive_timeout = 0.2;
+    Rig rig(cfg);
+    const std::string body(2 * 1024 * 1024, 'z');
+    rig.app = [&](SlotRef s, const Request&) {
+        Response resp;
+        resp.body = body;
+        rig.post(s, std::move(resp));
+    };
+    auto c = rig.connect();
+    c->send(kGet);
+    // A slow reader: 32 KiB every 10 ms, so the answer takes well over the
+    // keep-alive timeout to arrive.
+    auto last = Clock::now() - 1s;
+    std::optional<Reply> r;
+    rig.step_until(
+        [&] {
+            if (Clock::now() - last >= 10ms) {
+                last = Clock::now();
+                char buf[32 * 1024];
+                ssize_t got = ::recv(c->fd, buf, sizeof buf, 0);
+                if (got > 0) c->in.append(buf, size_t(got));
+                if (got == 0) c->eof = true;
+            }
+            r = take_reply(c->in, false, c->eof);
+            return r.has_value() || c->eof;
+        },
+        10000ms);
+    REQUIRE(r);
+    CHECK(r->body.size() == body.size());
+    // Idle from now on: closed after the timeout.
+    CHECK(rig.wait_eof(*c));
+}
+
+TEST_CASE("server: requests pipelined before a half-close are all answered, then it closes",
+          "[http][server]") {
+    Rig rig;
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    auto c = rig.connect();
+    c->send(get("/a") + get("/b") + get("/c"));
+    ::shutdown(c->fd, SHUT_WR);
+    for (size_t i = 0; i < 3; ++i) {
+        REQUIRE(rig.step_until([&] { return deferred.size() == i + 1; }));
+        for (int k = 0; k < 10; ++k) rig.loop.run_once();
+        Response resp;
+        resp.body = "answer " + std::to_string(i);
+        rig.post(deferred[i], std::move(resp));
+    }
+    auto rs = rig.replies(*c, 3);
+    REQUIRE(rs.size() == 3);
+    CHECK(rs[2].body == "answer 2");
+    CHECK(rig.wait_eof(*c));
+    CHECK(rig.seen.size() == 3);
+}
+
+TEST_CASE("server: shutdown closes the listener at once and answers what is in flight",
+          "[http][server]") {
+    ServerConfig cfg;
+    cfg.grace = 5;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    uint16_t port = rig.server->bound_port(false);
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    auto c = tcp_connect(port);
+    c->send(kGet);
+    REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
+    rig.server->shutdown();
+    // A new client is refused at once rather than left waiting in a backlog.
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) == -1);
+    CHECK(errno == ECONNREFUSED);
+    ::close(fd);
+    Response resp;
+    resp.body = "finished";
+    rig.post(deferred[0], std::move(resp));
+    Reply r = rig.reply(*c);
+    CHECK(r.body == "finished");
+    CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK_FALSE(rig.server->grace_expired());
+}

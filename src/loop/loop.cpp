@@ -63,4 +63,9 @@ bool Timer::pending() const { return event_pending(ev_, EV_TIMEOUT, nullptr) != 
 
 void Timer::on_fire(evutil_socket_t, short, void* arg) { static_cast<Timer*>(arg)->cb_(); }
 
+double monotonic_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 }  // namespace m0

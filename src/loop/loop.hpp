@@ -62,5 +62,7 @@ class Timer {
 };
 
 timeval to_timeval(double seconds);
+// Seconds on the monotonic clock (for deadlines and durations, never dates).
+double monotonic_seconds();
 
 }  // namespace m0
