@@ -6,6 +6,32 @@ namespace m0::http {
 
 namespace {
 RequestParser* self(http_parser* p) { return static_cast<RequestParser*>(p->data); }
+
+// RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
+//                          "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
+bool is_tchar(char c) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
+    switch (c) {
+        case '!':
+        case '#':
+        case '$':
+        case '%':
+        case '&':
+        case '\'':
+        case '*':
+        case '+':
+        case '-':
+        case '.':
+        case '^':
+        case '_':
+        case '`':
+        case '|':
+        case '~':
+            return true;
+        default:
+            return false;
+    }
+}
 }  // namespace
 
 RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
@@ -58,6 +84,18 @@ int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
     // ": " and CRLF counted once per header, not once per callback (byte-by-byte reads).
     if (!s->count_head(n + (s->last_was_value_ || s->field_.empty() ? 4 : 0)))
         return s->fail(431, "request head too large");
+    // http-parser lets a space through in a field name and still frames the body
+    // by "Transfer-Encoding : chunked", which the checks below would not see under
+    // that name: this loop is what refuses it. Trailer fields are field lines too.
+    for (size_t i = 0; i < n; ++i) {
+        // RFC 9112 §5.1: "No whitespace is allowed between the field name and colon.
+        // ... A server MUST reject, with a response status code of 400 (Bad Request),
+        // any received request message that contains whitespace between a header
+        // field name and colon."
+        if (at[i] == ' ' || at[i] == '\t') return s->fail(400, "whitespace in a header field name");
+        // RFC 9110 §5.1: field-name = token
+        if (!is_tchar(at[i])) return s->fail(400, "bad header field name");
+    }
     if (s->last_was_value_) s->field_.clear();  // a new header begins
     // RFC 9110 §6.5.1: trailer fields are not merged into the header section;
     // they are counted against the limit and dropped.
@@ -78,7 +116,11 @@ int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
         s->last_was_value_ = true;
         return 0;
     }
-    if (!s->last_was_value_) s->req_.headers.add(s->field_, std::string());
+    if (!s->last_was_value_) {
+        // RFC 9110 §5.1: field-name = token, so never empty.
+        if (s->field_.empty()) return s->fail(400, "empty header field name");
+        s->req_.headers.add(s->field_, std::string());
+    }
     s->req_.headers.items.back().second.append(at, n);
     s->last_was_value_ = true;
     return 0;
@@ -221,6 +263,9 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
                 res.error_status = 431;
                 res.error_reason = "request head too large";
                 return res;
+            case HPE_INVALID_HEADER_TOKEN:
+                res.error_reason = "invalid character in a header field";
+                break;
             case HPE_INVALID_METHOD:
                 res.error_reason = "bad method";
                 break;

@@ -368,6 +368,89 @@ const std::vector<Case>& cases() {
          0,
          0,
          nullptr},
+        // ---- field names (RFC 9112 §5.1) ----
+        {"whitespace between a field name and its colon is 400",
+         "GET / HTTP/1.1\r\nHost: h\r\nX-A : 1\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a Transfer-Encoding with whitespace before its colon is 400, not a chunked body",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding  : gzip, chunked\r\n\r\n"
+         "2\r\nab\r\n0\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a Content-Length with whitespace before its colon is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Length : 3\r\n\r\nabc",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a tab between a field name and its colon is 400",
+         "GET / HTTP/1.1\r\nHost: h\r\nX-A\t: 1\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"whitespace inside a field name is 400",
+         "GET / HTTP/1.1\r\nHost: h\r\nX A: 1\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"whitespace before the first field line is 400",
+         "GET / HTTP/1.1\r\n X: 1\r\nHost: h\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"an empty field name is 400",
+         "GET / HTTP/1.1\r\nHost: h\r\n: v\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a field name with a delimiter is 400",
+         "GET / HTTP/1.1\r\nHost: h\r\nX(A): 1\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a field name with a byte over 0x7f is 400",
+         "GET / HTTP/1.1\r\nHost: h\r\nX\x80: 1\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a field name of every token character is accepted",
+         "GET / HTTP/1.1\r\nHost: h\r\n!#$%&'*+-.^_`|~09azAZ: v\r\n\r\n",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].headers.get("!#$%&'*+-.^_`|~09azAZ") ==
+                   std::optional<std::string_view>("v"));
+         }},
+        {"a trailer field with whitespace before its colon is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "2\r\nab\r\n0\r\nX-T : 1\r\n\r\n",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
         {"an error in the second pipelined request leaves the first complete",
          "GET /ok HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\n\r\n",
          {},
@@ -588,4 +671,19 @@ TEST_CASE("parser: trailing whitespace is not part of a field value", "[http][pa
     auto r = p.feed(s.data(), s.size());
     REQUIRE(r.status == Status::complete);
     CHECK(p.take().headers.get("Host") == std::optional<std::string_view>("h"));
+}
+
+TEST_CASE("parser: whitespace before a colon stays an error on every later feed",
+          "[http][parser]") {
+    RequestParser p;
+    std::string s = "GET / HTTP/1.1\r\nHost: h\r\nX-A : 1\r\n\r\n";
+    auto r = p.feed(s.data(), s.size());
+    REQUIRE(r.status == Status::error);
+    CHECK(r.error_status == 400);
+    std::string good = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+    auto again = p.feed(good.data(), good.size());
+    CHECK(again.status == Status::error);
+    CHECK(again.error_status == 400);
+    CHECK(again.error_reason == r.error_reason);
+    CHECK(again.consumed == 0);
 }
