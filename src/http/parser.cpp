@@ -32,6 +32,51 @@ bool is_tchar(char c) {
             return false;
     }
 }
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hexdig(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+// RFC 3986 §2.3: unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"
+bool is_unreserved(char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
+}
+// RFC 3986 §2.2: sub-delims = "!" / "$" / "&" / "'" / "(" / ")" / "*" / "+" / "," / ";" / "="
+bool is_sub_delim(char c) {
+    return c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' ||
+           c == '+' || c == ',' || c == ';' || c == '=';
+}
+
+// RFC 9112 §3.2: Host = uri-host [ ":" port ], with RFC 3986 §3.2.2-3.2.3:
+//   host = IP-literal / IPv4address / reg-name; port = *DIGIT
+// An IPv4address is also a reg-name; an IP-literal is checked for its
+// characters, not for the shape of the address inside the brackets.
+bool valid_host(std::string_view h) {
+    size_t i = 0;
+    if (!h.empty() && h[0] == '[') {
+        // IP-literal = "[" ( IPv6address / IPvFuture ) "]"
+        size_t close = h.find(']');
+        if (close == std::string_view::npos || close == 1) return false;
+        for (char c : h.substr(1, close - 1))
+            if (!is_unreserved(c) && !is_sub_delim(c) && c != ':') return false;
+        i = close + 1;
+    } else {
+        // reg-name = *( unreserved / pct-encoded / sub-delims )
+        while (i < h.size() && h[i] != ':') {
+            if (h[i] == '%') {  // pct-encoded = "%" HEXDIG HEXDIG
+                if (h.size() - i < 3 || !is_hexdig(h[i + 1]) || !is_hexdig(h[i + 2])) return false;
+                i += 3;
+                continue;
+            }
+            if (!is_unreserved(h[i]) && !is_sub_delim(h[i])) return false;
+            ++i;
+        }
+    }
+    if (i == h.size()) return true;
+    if (h[i] != ':') return false;
+    for (++i; i < h.size(); ++i)
+        if (!is_digit(h[i])) return false;
+    return true;
+}
 }  // namespace
 
 RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
@@ -164,6 +209,7 @@ int RequestParser::on_headers_complete(http_parser* p) {
     size_t te = 0;
     std::string_view cl_value;
     bool cl_seen = false;
+    bool host_seen = false;
     for (const auto& [k, v] : r.headers.items) {
         if (iequals(k, "Transfer-Encoding")) {
             ++te;
@@ -172,11 +218,21 @@ int RequestParser::on_headers_complete(http_parser* p) {
             if (cl_seen && v != cl_value) return s->fail(400, "differing content-length headers");
             cl_seen = true;
             cl_value = v;
+        } else if (iequals(k, "Host")) {
+            // RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status
+            // code to any HTTP/1.1 request message that lacks a Host header field and
+            // to any request message that contains more than one Host header field
+            // line or a Host header field with an invalid field value."
+            // An empty value is valid (an empty reg-name): RFC 9112 §3.2 asks for it
+            // when the target has no authority.
+            if (host_seen) return s->fail(400, "repeated host header");
+            host_seen = true;
+            if (!valid_host(v)) return s->fail(400, "bad host header");
         }
     }
     if (te > 1) return s->fail(400, "repeated transfer-encoding");
     if (te && cl_seen) return s->fail(400, "content-length with transfer-encoding");
-    if (r.version_minor >= 1 && !r.headers.has("Host")) return s->fail(400, "missing host header");
+    if (r.version_minor >= 1 && !host_seen) return s->fail(400, "missing host header");
 
     bool has_body = (p->flags & F_CHUNKED) || (cl_seen && p->content_length > 0);
     if (cl_seen && p->content_length != ULLONG_MAX && p->content_length > s->limits_.max_body)
