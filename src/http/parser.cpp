@@ -1,6 +1,8 @@
 #include "http/parser.hpp"
 
 #include <charconv>
+#include <optional>
+#include <string_view>
 
 namespace m0::http {
 
@@ -210,6 +212,7 @@ int RequestParser::on_headers_complete(http_parser* p) {
     std::string_view cl_value;
     bool cl_seen = false;
     bool host_seen = false;
+    std::optional<std::string_view> content_type;
     for (const auto& [k, v] : r.headers.items) {
         if (iequals(k, "Transfer-Encoding")) {
             ++te;
@@ -228,6 +231,14 @@ int RequestParser::on_headers_complete(http_parser* p) {
             if (host_seen) return s->fail(400, "repeated host header");
             host_seen = true;
             if (!valid_host(v)) return s->fail(400, "bad host header");
+        } else if (iequals(k, "Content-Type")) {
+            // RFC 9110 §5.3: "A sender MUST NOT generate multiple field lines with
+            // the same name ... unless that field's definition allows multiple field
+            // line values to be recombined as a comma-separated list"; Content-Type
+            // (§8.3) does not. Two differing media types leave the body's type open.
+            if (content_type && *content_type != v)
+                return s->fail(400, "differing content-type headers");
+            content_type = v;
         }
     }
     if (te > 1) return s->fail(400, "repeated transfer-encoding");

@@ -538,6 +538,23 @@ const std::vector<Case>& cases() {
          [](const auto& r) {
              CHECK(r[0].headers.get("Host") == std::optional<std::string_view>(""));
          }},
+        // ---- Content-Type ----
+        {"two differing Content-Types are 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\n"
+         "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+         {},
+         400,
+         0,
+         0,
+         nullptr},
+        {"a Content-Type repeated with the same value is accepted",
+         "POST / HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\n"
+         "content-type: text/plain\r\nContent-Length: 2\r\n\r\nhi",
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) { CHECK(r[0].body == "hi"); }},
         {"an error in the second pipelined request leaves the first complete",
          "GET /ok HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\n\r\n",
          {},
