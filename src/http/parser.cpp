@@ -242,6 +242,11 @@ int RequestParser::on_headers_complete(http_parser* p) {
         }
     }
     if (te > 1) return s->fail(400, "repeated transfer-encoding");
+    // RFC 9112 §6.1: "A server or client that receives an HTTP/1.0 message
+    // containing a Transfer-Encoding header field MUST treat the message as if the
+    // framing is faulty, even if a Content-Length is present, and close the
+    // connection after processing the message." (Every refusal closes.)
+    if (te && r.version_minor == 0) return s->fail(400, "transfer-encoding on HTTP/1.0");
     if (te && cl_seen) return s->fail(400, "content-length with transfer-encoding");
     if (r.version_minor >= 1 && !host_seen) return s->fail(400, "missing host header");
 
