@@ -383,37 +383,39 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
         return res;
     }
     if (e != HPE_OK && e != HPE_PAUSED) {
-        res.status = Status::error;
+        int status = 400;
+        std::string reason;
         switch (e) {
             case HPE_INVALID_CHUNK_SIZE:
-                res.error_reason = "bad chunk size";
+                reason = "bad chunk size";
                 break;
             case HPE_UNEXPECTED_CONTENT_LENGTH:
-                res.error_reason = "conflicting content-length";
+                reason = "conflicting content-length";
                 break;
             case HPE_INVALID_CONTENT_LENGTH:
-                res.error_reason = "bad content-length";
+                reason = "bad content-length";
                 break;
             case HPE_HEADER_OVERFLOW:
-                err_status_ = 431;
-                res.error_status = 431;
-                res.error_reason = "request head too large";
-                return res;
+                status = 431;
+                reason = "request head too large";
+                break;
             case HPE_INVALID_HEADER_TOKEN:
-                res.error_reason = "invalid character in a header field";
+                reason = "invalid character in a header field";
                 break;
             case HPE_INVALID_METHOD:
-                res.error_reason = "bad method";
+                reason = "bad method";
                 break;
             case HPE_INVALID_VERSION:
-                res.error_reason = "bad http version";
+                reason = "bad http version";
                 break;
             default:
-                res.error_reason = std::string("malformed request: ") + http_errno_name(e);
+                reason = std::string("malformed request: ") + http_errno_name(e);
         }
-        err_status_ = 400;
-        err_reason_ = res.error_reason;
-        res.error_status = 400;
+        // Kept through fail(), status and reason together: later feeds repeat both.
+        fail(status, std::move(reason));
+        res.status = Status::error;
+        res.error_status = err_status_;
+        res.error_reason = err_reason_;
         return res;
     }
     // A head still incomplete after max_header bytes (e.g. one endless header

@@ -879,6 +879,25 @@ TEST_CASE("parser: trailing whitespace is not part of a field value", "[http][pa
     CHECK(p.take().headers.get("Host") == std::optional<std::string_view>("h"));
 }
 
+// Every refusal carries its reason, on the feed that finds it and on every
+// later one (a 431 found by the parser itself once came back without one).
+TEST_CASE("parser: a head over the parser's own limit is 431 with a reason on every feed",
+          "[http][parser]") {
+    ParserLimits l;
+    l.max_header = 1 << 20;  // our count stays quiet: the parser's own limit trips
+    RequestParser p(l);
+    std::string s = "GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(100 * 1024, 'v') + "\r\n\r\n";
+    auto r = p.feed(s.data(), s.size());
+    REQUIRE(r.status == Status::error);
+    CHECK(r.error_status == 431);
+    CHECK_FALSE(r.error_reason.empty());
+    auto again = p.feed(s.data(), s.size());
+    CHECK(again.status == Status::error);
+    CHECK(again.error_status == 431);
+    CHECK(again.error_reason == r.error_reason);
+    CHECK(again.consumed == 0);
+}
+
 TEST_CASE("parser: whitespace before a colon stays an error on every later feed",
           "[http][parser]") {
     RequestParser p;
