@@ -360,10 +360,10 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
     }
     if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
     if (len == 0) return res;
-    if (!in_message_) {
-        // Bytes before a request line: RFC 9112 §2.2 allows empty lines (skipped by
-        // the parser); a head that never ends still counts against the limit below.
-    }
+    // RFC 9112 §2.2: "a server that is expecting to receive and parse a
+    // request-line SHOULD ignore at least one empty line (CRLF) received prior to
+    // the request-line". http-parser skips them before on_message_begin: they
+    // begin no message and are not counted against max_header.
     size_t n = http_parser_execute(&parser_, &settings_, data, len);
     res.consumed = n;
     enum http_errno e = HTTP_PARSER_ERRNO(&parser_);
