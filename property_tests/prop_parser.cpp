@@ -5,7 +5,9 @@
 //     faults, say too long and a malformed line, may report either first:
 //     the limit is counted as callbacks see the bytes);
 //   - arbitrary bytes never crash it and never produce a request with a body
-//     over the limit or a head over the limit.
+//     over the limit or a head over the limit;
+//   - whitespace between a field name and its colon is a 400, never a request,
+//     whatever the field and however the bytes are split (RFC 9112 §5.1).
 #include <rapidcheck.h>
 
 #include "http/parser.hpp"
@@ -121,6 +123,20 @@ int main() {
         auto pieces = *rc::gen::container<std::vector<size_t>>(rc::gen::inRange<size_t>(1, 8));
         Outcome o = run(input, pieces, limits);
         if (o.error) RC_ASSERT(o.error >= 400 && o.error < 600);
+    });
+    ok &= rc::check("parser: whitespace before a field's colon is 400, never a request", [&] {
+        auto name = *rc::gen::element<std::string>("Host", "X-A", "Transfer-Encoding",
+                                                   "Content-Length", "Expect", "Connection");
+        auto ws = *rc::gen::resize(
+            3, rc::gen::nonEmpty(rc::gen::container<std::string>(rc::gen::element(' ', '\t'))));
+        auto value = *rc::gen::element<std::string>("h", "chunked", "gzip, chunked", "2",
+                                                    "100-continue", "close");
+        std::string input = "POST / HTTP/1.1\r\nHost: h\r\n" + name + ws + ": " + value +
+                            "\r\nContent-Length: 2\r\n\r\nab";
+        auto pieces = *rc::gen::container<std::vector<size_t>>(rc::gen::inRange<size_t>(1, 8));
+        Outcome o = run(input, pieces, limits);
+        RC_ASSERT(o.requests.empty());
+        RC_ASSERT(o.error == 400);
     });
     return ok ? 0 : 1;
 }

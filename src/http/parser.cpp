@@ -1,11 +1,136 @@
 #include "http/parser.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <optional>
+#include <string_view>
 
 namespace m0::http {
 
 namespace {
 RequestParser* self(http_parser* p) { return static_cast<RequestParser*>(p->data); }
+
+// RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." /
+//                          "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA
+bool is_tchar(char c) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
+    switch (c) {
+        case '!':
+        case '#':
+        case '$':
+        case '%':
+        case '&':
+        case '\'':
+        case '*':
+        case '+':
+        case '-':
+        case '.':
+        case '^':
+        case '_':
+        case '`':
+        case '|':
+        case '~':
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hexdig(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+// RFC 3986 §2.3: unreserved = ALPHA / DIGIT / "-" / "." / "_" / "~"
+bool is_unreserved(char c) {
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
+}
+// RFC 3986 §2.2: sub-delims = "!" / "$" / "&" / "'" / "(" / ")" / "*" / "+" / "," / ";" / "="
+bool is_sub_delim(char c) {
+    return c == '!' || c == '$' || c == '&' || c == '\'' || c == '(' || c == ')' || c == '*' ||
+           c == '+' || c == ',' || c == ';' || c == '=';
+}
+
+// RFC 9112 §3.2: Host = uri-host [ ":" port ], with RFC 3986 §3.2.2-3.2.3:
+//   host = IP-literal / IPv4address / reg-name; port = *DIGIT
+// An IPv4address is also a reg-name; an IP-literal is checked for its
+// characters, not for the shape of the address inside the brackets.
+bool valid_host(std::string_view h) {
+    size_t i = 0;
+    if (!h.empty() && h[0] == '[') {
+        // IP-literal = "[" ( IPv6address / IPvFuture ) "]"
+        size_t close = h.find(']');
+        if (close == std::string_view::npos || close == 1) return false;
+        for (char c : h.substr(1, close - 1))
+            if (!is_unreserved(c) && !is_sub_delim(c) && c != ':') return false;
+        i = close + 1;
+    } else {
+        // reg-name = *( unreserved / pct-encoded / sub-delims )
+        while (i < h.size() && h[i] != ':') {
+            if (h[i] == '%') {  // pct-encoded = "%" HEXDIG HEXDIG
+                if (h.size() - i < 3 || !is_hexdig(h[i + 1]) || !is_hexdig(h[i + 2])) return false;
+                i += 3;
+                continue;
+            }
+            if (!is_unreserved(h[i]) && !is_sub_delim(h[i])) return false;
+            ++i;
+        }
+    }
+    if (i == h.size()) return true;
+    if (h[i] != ':') return false;
+    for (++i; i < h.size(); ++i)
+        if (!is_digit(h[i])) return false;
+    return true;
+}
+
+std::string_view trim_ows(std::string_view v) {
+    // RFC 9110 §5.6.3: OWS = *( SP / HTAB )
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+}
+
+struct Refusal {
+    int status = 0;  // 0: none
+    const char* reason = "";
+};
+
+// The codings of a request's Transfer-Encoding, of which only chunked is served.
+// RFC 9112 §6.1: Transfer-Encoding = #transfer-coding, and RFC 9112 §7:
+//   transfer-coding = token *( OWS ";" OWS transfer-parameter )
+// "All transfer-coding names are case-insensitive".
+Refusal check_codings(std::string_view value) {
+    size_t chunked = 0;
+    bool chunked_last = false;
+    bool other = false;
+    for (size_t pos = 0; pos <= value.size();) {
+        size_t comma = std::min(value.find(',', pos), value.size());
+        std::string_view element = trim_ows(value.substr(pos, comma - pos));
+        pos = comma + 1;
+        // RFC 9110 §5.6.1: "a recipient MUST parse and ignore a reasonable number
+        // of empty list elements"
+        if (element.empty()) continue;
+        std::string_view name = trim_ows(element.substr(0, element.find(';')));
+        if (name.empty()) return {400, "bad transfer coding"};
+        for (char c : name)
+            if (!is_tchar(c)) return {400, "bad transfer coding"};
+        chunked_last = iequals(name, "chunked");
+        if (chunked_last)
+            ++chunked;
+        else
+            other = true;
+    }
+    // RFC 9112 §6.3: "If a Transfer-Encoding header field is present in a request
+    // and the chunked transfer coding is not the final encoding, the message body
+    // length cannot be determined reliably; the server MUST respond with the 400
+    // (Bad Request) status code and then close the connection."
+    if (!chunked_last) return {400, "chunked is not the final transfer coding"};
+    // RFC 9112 §6.1: "A sender MUST NOT apply the chunked transfer coding more than
+    // once to a message body"
+    if (chunked > 1) return {400, "chunked applied more than once"};
+    // RFC 9112 §6.1: "A server that receives a request message with a transfer
+    // coding it does not understand SHOULD respond with 501 (Not Implemented)."
+    if (other) return {501, "unsupported transfer coding"};
+    return {};
+}
 }  // namespace
 
 RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
@@ -58,6 +183,18 @@ int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
     // ": " and CRLF counted once per header, not once per callback (byte-by-byte reads).
     if (!s->count_head(n + (s->last_was_value_ || s->field_.empty() ? 4 : 0)))
         return s->fail(431, "request head too large");
+    // http-parser lets a space through in a field name and still frames the body
+    // by "Transfer-Encoding : chunked", which the checks below would not see under
+    // that name: this loop is what refuses it. Trailer fields are field lines too.
+    for (size_t i = 0; i < n; ++i) {
+        // RFC 9112 §5.1: "No whitespace is allowed between the field name and colon.
+        // ... A server MUST reject, with a response status code of 400 (Bad Request),
+        // any received request message that contains whitespace between a header
+        // field name and colon."
+        if (at[i] == ' ' || at[i] == '\t') return s->fail(400, "whitespace in a header field name");
+        // RFC 9110 §5.1: field-name = token
+        if (!is_tchar(at[i])) return s->fail(400, "bad header field name");
+    }
     if (s->last_was_value_) s->field_.clear();  // a new header begins
     // RFC 9110 §6.5.1: trailer fields are not merged into the header section;
     // they are counted against the limit and dropped.
@@ -78,7 +215,11 @@ int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
         s->last_was_value_ = true;
         return 0;
     }
-    if (!s->last_was_value_) s->req_.headers.add(s->field_, std::string());
+    if (!s->last_was_value_) {
+        // RFC 9110 §5.1: field-name = token, so never empty.
+        if (s->field_.empty()) return s->fail(400, "empty header field name");
+        s->req_.headers.add(s->field_, std::string());
+    }
     s->req_.headers.items.back().second.append(at, n);
     s->last_was_value_ = true;
     return 0;
@@ -120,21 +261,58 @@ int RequestParser::on_headers_complete(http_parser* p) {
     // RFC 9112 §6.3: a message with both Transfer-Encoding and Content-Length is
     // a smuggling shape; so are differing Content-Lengths. Refuse, do not guess.
     size_t te = 0;
+    std::string_view te_value;
     std::string_view cl_value;
     bool cl_seen = false;
+    bool host_seen = false;
+    std::optional<std::string_view> content_type;
     for (const auto& [k, v] : r.headers.items) {
         if (iequals(k, "Transfer-Encoding")) {
             ++te;
-            if (!iequals(v, "chunked")) return s->fail(400, "unsupported transfer-encoding");
+            te_value = v;
         } else if (iequals(k, "Content-Length")) {
             if (cl_seen && v != cl_value) return s->fail(400, "differing content-length headers");
             cl_seen = true;
             cl_value = v;
+        } else if (iequals(k, "Host")) {
+            // RFC 9112 §3.2: "A server MUST respond with a 400 (Bad Request) status
+            // code to any HTTP/1.1 request message that lacks a Host header field and
+            // to any request message that contains more than one Host header field
+            // line or a Host header field with an invalid field value."
+            // An empty value is valid (an empty reg-name): RFC 9112 §3.2 asks for it
+            // when the target has no authority.
+            if (host_seen) return s->fail(400, "repeated host header");
+            host_seen = true;
+            if (!valid_host(v)) return s->fail(400, "bad host header");
+        } else if (iequals(k, "Content-Type")) {
+            // RFC 9110 §5.3: "A sender MUST NOT generate multiple field lines with
+            // the same name ... unless that field's definition allows multiple field
+            // line values to be recombined as a comma-separated list"; Content-Type
+            // (§8.3) does not. Two differing media types leave the body's type open.
+            if (content_type && *content_type != v)
+                return s->fail(400, "differing content-type headers");
+            content_type = v;
         }
     }
+    // RFC 9110 §5.3 would let two Transfer-Encoding lines be one list; a client
+    // has no need to send two, so they are refused rather than joined.
     if (te > 1) return s->fail(400, "repeated transfer-encoding");
+    // RFC 9112 §6.1: "A server or client that receives an HTTP/1.0 message
+    // containing a Transfer-Encoding header field MUST treat the message as if the
+    // framing is faulty, even if a Content-Length is present, and close the
+    // connection after processing the message." (Every refusal closes.)
+    if (te && r.version_minor == 0) return s->fail(400, "transfer-encoding on HTTP/1.0");
     if (te && cl_seen) return s->fail(400, "content-length with transfer-encoding");
-    if (r.version_minor >= 1 && !r.headers.has("Host")) return s->fail(400, "missing host header");
+    if (te) {
+        Refusal bad = check_codings(te_value);
+        if (bad.status) return s->fail(bad.status, bad.reason);
+        // http-parser frames the body: a list read here as ending in chunked that
+        // it does not take as chunked (a parameter on chunked, a tab around a
+        // comma) would be read two ways. Refuse it.
+        if (!(p->flags & F_CHUNKED))
+            return s->fail(400, "transfer-encoding framing not recognized");
+    }
+    if (r.version_minor >= 1 && !host_seen) return s->fail(400, "missing host header");
 
     bool has_body = (p->flags & F_CHUNKED) || (cl_seen && p->content_length > 0);
     if (cl_seen && p->content_length != ULLONG_MAX && p->content_length > s->limits_.max_body)
@@ -182,10 +360,10 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
     }
     if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
     if (len == 0) return res;
-    if (!in_message_) {
-        // Bytes before a request line: RFC 9112 §2.2 allows empty lines (skipped by
-        // the parser); a head that never ends still counts against the limit below.
-    }
+    // RFC 9112 §2.2: "a server that is expecting to receive and parse a
+    // request-line SHOULD ignore at least one empty line (CRLF) received prior to
+    // the request-line". http-parser skips them before on_message_begin: they
+    // begin no message and are not counted against max_header.
     size_t n = http_parser_execute(&parser_, &settings_, data, len);
     res.consumed = n;
     enum http_errno e = HTTP_PARSER_ERRNO(&parser_);
@@ -205,34 +383,39 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
         return res;
     }
     if (e != HPE_OK && e != HPE_PAUSED) {
-        res.status = Status::error;
+        int status = 400;
+        std::string reason;
         switch (e) {
             case HPE_INVALID_CHUNK_SIZE:
-                res.error_reason = "bad chunk size";
+                reason = "bad chunk size";
                 break;
             case HPE_UNEXPECTED_CONTENT_LENGTH:
-                res.error_reason = "conflicting content-length";
+                reason = "conflicting content-length";
                 break;
             case HPE_INVALID_CONTENT_LENGTH:
-                res.error_reason = "bad content-length";
+                reason = "bad content-length";
                 break;
             case HPE_HEADER_OVERFLOW:
-                err_status_ = 431;
-                res.error_status = 431;
-                res.error_reason = "request head too large";
-                return res;
+                status = 431;
+                reason = "request head too large";
+                break;
+            case HPE_INVALID_HEADER_TOKEN:
+                reason = "invalid character in a header field";
+                break;
             case HPE_INVALID_METHOD:
-                res.error_reason = "bad method";
+                reason = "bad method";
                 break;
             case HPE_INVALID_VERSION:
-                res.error_reason = "bad http version";
+                reason = "bad http version";
                 break;
             default:
-                res.error_reason = std::string("malformed request: ") + http_errno_name(e);
+                reason = std::string("malformed request: ") + http_errno_name(e);
         }
-        err_status_ = 400;
-        err_reason_ = res.error_reason;
-        res.error_status = 400;
+        // Kept through fail(), status and reason together: later feeds repeat both.
+        fail(status, std::move(reason));
+        res.status = Status::error;
+        res.error_status = err_status_;
+        res.error_reason = err_reason_;
         return res;
     }
     // A head still incomplete after max_header bytes (e.g. one endless header

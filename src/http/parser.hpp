@@ -11,8 +11,10 @@
 // Limits: the head (request line + headers) over max_header is 431; a body
 // over max_body is 413 (known at the head for Content-Length, while reading
 // for chunked). Request-smuggling shapes are 400: Content-Length with
-// Transfer-Encoding, differing Content-Lengths, a Transfer-Encoding other than
-// chunked, bad chunk sizes.
+// Transfer-Encoding, differing Content-Lengths, Transfer-Encoding on HTTP/1.0,
+// chunked not the final coding or applied twice, whitespace or another non-token
+// byte in a field name, a repeated or malformed Host, differing Content-Types,
+// bad chunk sizes. A coding other than chunked before chunked is 501.
 // Owner: the loop thread (one parser per connection).
 #pragma once
 #include <http_parser.h>
@@ -34,7 +36,7 @@ class RequestParser {
     struct Result {
         Status status = Status::need_more;
         size_t consumed = 0;   // bytes of the input used; the rest is for later
-        int error_status = 0;  // 400, 413, 417, 431, 501, 505
+        int error_status = 0;  // 400, 405, 413, 417, 431, 501, 505
         std::string error_reason;
     };
 
