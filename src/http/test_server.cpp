@@ -702,7 +702,7 @@ TEST_CASE("server: an idle keep-alive connection is closed after keepalive_timeo
     }
 }
 
-TEST_CASE("server: malformed and smuggling-shaped requests are 400 and the connection closed",
+TEST_CASE("server: malformed and smuggling-shaped requests are refused and the connection closed",
           "[http][server]") {
     struct {
         const char* what;
@@ -721,8 +721,15 @@ TEST_CASE("server: malformed and smuggling-shaped requests are 400 and the conne
          400},
         {"two differing Content-Lengths",
          "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400},
-        {"Transfer-Encoding other than chunked",
-         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400},
+        {"a coding the server does not implement (RFC 9112 §6.1: 501)",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
+        {"chunked not the final coding",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n", 400},
+        {"whitespace before a field's colon",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding  : chunked\r\n\r\n0\r\n\r\n", 400},
+        {"two Host fields", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},
+        {"Transfer-Encoding on HTTP/1.0",
+         "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
         {"bad chunk size",
          "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nxyz\r\n", 400},
         {"missing Host", "GET / HTTP/1.1\r\n\r\n", 400},
