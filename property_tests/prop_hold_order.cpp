@@ -1,4 +1,4 @@
-// Properties of the hold mechanism, over the real classes: http::Server on a
+// Properties of the hold mechanism, over the real classes: server::Server on a
 // real m0::Loop, mojo::MojoPool with real threads, bus::BusChannel, the
 // completion ring, and connections on socketpairs.
 //
@@ -33,9 +33,8 @@
 #include <sstream>
 #include <thread>
 
-#include "bus/channel.hpp"
-#include "http/server.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/test_rig.hpp"
 
 using namespace m0;
 using namespace std::chrono_literals;
@@ -138,19 +137,23 @@ struct Client {
     std::vector<uint64_t> received;
 };
 
-struct Sut {
-    Loop loop;
-    CompletionRing ring;
-    bus::BusChannel bus;
-    Metrics metrics;
+// The shared rig (loop, queues, bus, server) with a threaded mojo pool whose
+// threads park at every hand-off point.
+struct Sut : testing::ServerRig {
     Stepper stepper;
     std::unique_ptr<mojo::HandlerFor<HoldMount>> handler;
     std::unique_ptr<mojo::MojoPool> pool;
-    std::unique_ptr<http::Server> server;
     std::vector<Client> clients;
     std::map<uint64_t, std::string> channel_of;  // id -> channel
 
-    Sut() {
+    static server::ServerConfig config() {
+        server::ServerConfig cfg;
+        cfg.heartbeat = 3600;  // no heartbeats in the byte streams
+        cfg.header_timeout = 3600;
+        cfg.keepalive_timeout = 3600;
+        return cfg;
+    }
+    Sut() : ServerRig(config(), true) {
         hold::Handoff h;
         h.ring = &ring;
         h.bus = &bus;
@@ -158,16 +161,11 @@ struct Sut {
         h.hook = [this](hold::Point p, SlotRef s) { stepper.hook(p, s); };
         handler = std::make_unique<mojo::HandlerFor<HoldMount>>(mojo::MojoEnv{});
         pool = std::make_unique<mojo::MojoPool>(kThreads, h);
-        http::ServerConfig cfg;
-        cfg.heartbeat = 3600;  // no heartbeats in the byte streams
-        cfg.header_timeout = 3600;
-        cfg.keepalive_timeout = 3600;
-        server = std::make_unique<http::Server>(loop, cfg, ring, &bus, metrics);
         server->add_mount("/m", [this](SlotRef s, http::Request&& r) {
             return pool->submit(*handler, s, std::move(r));
         });
     }
-    ~Sut() {
+    ~Sut() override {
         // Free every parked thread, then stop.
         for (auto& c : clients)
             for (int i = 0; i < 6 && c.busy; ++i) {
@@ -318,11 +316,12 @@ struct Connect : Cmd {
     }
     void apply(Model& m) const override { m.clients.push_back({}); }
     void run(const Model&, Sut& s) const override {
-        int sv[2];
-        RC_ASSERT(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+        auto end = s.connect();
+        RC_ASSERT(end != nullptr);
         Client c;
-        c.fd = sv[0];
-        c.slot = s.server->adopt(sv[1], "127.0.0.1", 1);
+        c.fd = end->fd;
+        c.slot = end->slot;
+        end->fd = -1;  // the model's client owns the fd from here
         s.clients.push_back(std::move(c));
         s.check_all();
     }

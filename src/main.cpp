@@ -20,10 +20,10 @@
 
 #include "bus/channel.hpp"
 #include "grant/grant.hpp"
-#include "http/server.hpp"
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/server.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/wsgi_pool.hpp"
 
@@ -79,7 +79,7 @@ struct Options {
     std::string chdir;
     std::vector<std::string> pythonpath;
     m0::log::Level level = m0::log::Level::info;
-    m0::http::ServerConfig server;
+    m0::server::ServerConfig server;
     bool realtime = false;
     int64_t max_holds = 10000;
     std::string admin_host;
@@ -225,7 +225,7 @@ std::string read_key_file(const std::string& path) {
 }
 
 void on_signal(evutil_socket_t sig, short, void* arg) {
-    auto* server = static_cast<m0::http::Server*>(arg);
+    auto* server = static_cast<m0::server::Server*>(arg);
     if (server->shutting_down()) {
         M0_LOG(warn, "second signal: stopping now");
         std::_Exit(sig == SIGINT ? 130 : 0);
@@ -292,7 +292,7 @@ int main(int argc, char** argv) {
     double grace_deadline = 0;
 
     {
-        m0::http::Server server(loop, o.server, ring, bus.get(), metrics);
+        m0::server::Server server(loop, o.server, ring, bus.get(), metrics);
         if (wsgi_pool) server.add_pool(&wsgi_pool->pool());
         if (mojo_pool) server.add_pool(&mojo_pool->pool());
         for (size_t i = 0; i < o.mounts.size(); ++i) {

@@ -24,8 +24,8 @@
 
 #include "bus/channel.hpp"
 #include "http/message.hpp"
-#include "http/metrics.hpp"
 #include "pool/completion.hpp"
+#include "pool/metrics.hpp"
 
 namespace m0::hold {
 

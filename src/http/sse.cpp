@@ -1,4 +1,4 @@
-#include "hold/sse.hpp"
+#include "http/sse.hpp"
 
 namespace m0::sse {
 

@@ -1,5 +1,7 @@
-// Server: the loop side of m0serve. Connections, slots, routing, writing
-// responses, holds and the bus's subscription table.
+// Server: the loop thread's owner of connections. It accepts, reads and
+// parses, routes by longest mount prefix, writes answers, and wires the two
+// units beside it: the hold table (holds.hpp, the loop side of holds) and the
+// admin API (admin.hpp).
 //
 // DESIGN
 // Loop thread only: everything in this class is created, read and changed on
@@ -10,18 +12,22 @@
 // A request: read -> parse (one at a time per connection; pipelined requests
 // wait in the input buffer, so answers go out in order) -> route by longest
 // mount prefix -> the mount's submit() queues a job on its pool -> the job's
-// completion comes back through the ring -> written.
+// completion comes back through the ring -> written. While a connection's
+// unsent output is over --output-high-water no further request of it is
+// parsed (read backpressure); it is idle, for --keepalive-timeout, only once
+// its last answer has drained; output that makes no progress for
+// --write-timeout is cut.
 //
 // A hold: the pool thread queued an h frame on the bus channel before it
 // posted the hold's completion. When that completion is handled, the loop
 // drains the bus channel FIRST (on_bus_ready), so the frame has subscribed the
-// slot before the head is written; events that reach a subscription whose head
-// is not out yet wait in HoldState::pending behind it. A hold completion whose
-// slot has no subscription after the drain is an invariant break: logged, the
-// head written, the connection closed (never a stream that hears nothing).
-// When the client leaves (EOF, error, write timeout, output over
-// --hold-buffer-limit) the slot is unsubscribed and released at once, and its
-// generation bumped so late frames and completions for it are dropped.
+// slot (HoldTable::open) before the head is written; events that reach it
+// before the head wait behind it. A hold completion whose slot has no
+// subscription after the drain is an invariant break: logged, the head
+// written, the connection closed (never a stream that hears nothing).
+// When the client leaves (EOF, error, write timeout, a slow reader) the slot
+// is released and unsubscribed at once, and its generation bumped so late
+// frames and completions for it are dropped.
 #pragma once
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
@@ -31,25 +37,22 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "bus/channel.hpp"
-#include "bus/subscriptions.hpp"
 #include "http/message.hpp"
-#include "http/metrics.hpp"
 #include "http/parser.hpp"
 #include "loop/loop.hpp"
 #include "pool/completion.hpp"
+#include "pool/metrics.hpp"
+#include "pool/pool.hpp"
+#include "server/admin.hpp"
+#include "server/holds.hpp"
 
-namespace m0 {
-class Pool;
-}
-
-namespace m0::http {
+namespace m0::server {
 
 struct ServerConfig {
-    ParserLimits limits;
+    http::ParserLimits limits;
     double header_timeout = 10;
     double keepalive_timeout = 30;
     double write_timeout = 60;
@@ -69,20 +72,20 @@ struct ServerConfig {
 };
 
 // Hands a routed request to a pool; false when the pool will not take it.
-using SubmitFn = std::function<bool(SlotRef, Request&&)>;
+using SubmitFn = std::function<bool(SlotRef, http::Request&&)>;
 
-class Server {
+class Server final : private HoldSink {
   public:
     // `bus` is null without --realtime. All references must outlive the server.
     Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
            Metrics& metrics);
-    ~Server();
+    ~Server() override;
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
 
     // PREFIX "/" (or "") mounts everything; "/native" serves /native and /native/...
     void add_mount(std::string prefix, SubmitFn submit);
-    void add_pool(const Pool* pool) { pools_.push_back(pool); }
+    void add_pool(const Pool* pool) { admin_.add_pool(pool); }
 
     // Binds a listener; false with `err` set (e.g. the port is in use).
     bool listen(const std::string& host, uint16_t port, bool admin, std::string& err);
@@ -110,16 +113,15 @@ class Server {
     // Introspection (loop thread; tests and metrics).
     bool alive(SlotRef s) const { return find(s) != nullptr; }
     bool holding(SlotRef s) const;
-    bool subscribed(SlotRef s) const { return subs_.subscribed(s); }
+    bool subscribed(SlotRef s) const { return holds_.subscriptions().subscribed(s); }
     size_t connections() const { return open_; }
     // Bytes queued for the connection and not yet written to its socket.
     size_t unsent(SlotRef s) const;
-    size_t holds() const { return holding_.size(); }
-    const bus::Subscriptions& subscriptions() const { return subs_; }
+    size_t holds() const { return holds_.holding().size(); }
+    const bus::Subscriptions& subscriptions() const { return holds_.subscriptions(); }
 
   private:
     struct Conn;
-    struct HoldState;
     enum class Phase { reading, waiting, streaming, holding, closing, lingering };
 
     Conn* find(SlotRef s) const;
@@ -133,14 +135,13 @@ class Server {
     static void on_timer(evutil_socket_t, short, void*);
 
     void process_input(Conn& c);
-    void dispatch(Conn& c, Request req);
-    Response admin_handle(const Request& req);
+    void dispatch(Conn& c, http::Request req);
     void handle_completion(Completion& comp);
-    void send_whole(Conn& c, Response& r);
-    void start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st);
+    void send_whole(Conn& c, http::Response& r);
+    void start_stream(Conn& c, http::Response& r, std::shared_ptr<StreamState> st);
     void stream_chunk(Conn& c, std::string& data);
     void end_stream(Conn& c, bool aborted);
-    void finish_hold_head(Conn& c, Response& r);
+    void finish_hold_head(Conn& c, http::Response& r);
     void finish_request(Conn& c);
     void fail_request(Conn& c, int status, std::string_view reason);
     void close_after_write(Conn& c);
@@ -148,15 +149,14 @@ class Server {
     void arm_timer(Conn& c, double seconds);
     void on_timeout(Conn& c);
     void sse_peer_frame(bus::HoldFrame& f);
-    void fanout(bus::PublishFrame& f);
-    bool write_hold(Conn& c, std::string_view bytes);
-    void drop_hold(Conn& c);
-    void release_hold(Conn& c);
-    bool check_backlog(Conn& c);
+    void drop_hold(SlotRef slot);
     bool output_full(const Conn& c) const;
-    void heartbeat();
+    // HoldSink
+    size_t write(SlotRef slot, std::string_view bytes) override;
+    void close_now(SlotRef slot) override;
+    void close_after_write(SlotRef slot) override;
     void check_drained();
-    std::string head_text(const Conn& c, const Response& r, std::string_view framing);
+    std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);
     const std::string& date_header();
 
     Loop& loop_;
@@ -164,7 +164,8 @@ class Server {
     CompletionRing& ring_;
     bus::BusChannel* bus_;
     Metrics& metrics_;
-    std::vector<const Pool*> pools_;
+    HoldTable holds_;
+    AdminApi admin_;
 
     struct MountEntry {
         std::string prefix;
@@ -180,8 +181,6 @@ class Server {
     std::vector<uint32_t> free_slots_;
     size_t open_ = 0;          // connections, admin ones too
     size_t open_clients_ = 0;  // client connections (--max-connections)
-    bus::Subscriptions subs_;
-    std::unordered_set<uint32_t> holding_;  // slot indices in Phase::holding
 
     evconnlistener* listener_ = nullptr;
     evconnlistener* admin_listener_ = nullptr;
@@ -198,4 +197,4 @@ class Server {
     std::string date_;
 };
 
-}  // namespace m0::http
+}  // namespace m0::server

@@ -6,57 +6,50 @@
 
 #include <catch2/catch.hpp>
 
-#include "bus/channel.hpp"
-#include "http/server.hpp"
 #include "mojo/builtin.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/test_rig.hpp"
 
 using namespace m0;
 
 namespace {
 
-struct Rig {
-    Loop loop;
-    CompletionRing ring;
-    bus::BusChannel bus;
-    Metrics metrics;
+// The shared rig with the bus, a manual mojo pool serving the builtin mount
+// at /native, and one client.
+struct Rig : testing::ServerRig {
     mojo::HandlerFor<mojo::BuiltinMount> handler{mojo::MojoEnv{}};
     std::unique_ptr<mojo::MojoPool> pool;
-    std::unique_ptr<http::Server> server;
+    std::unique_ptr<testing::SocketClient> conn;
     int client = -1;
     SlotRef slot;
 
-    explicit Rig(http::ServerConfig cfg = {}) {
+    static server::ServerConfig quiet(server::ServerConfig cfg) {
+        if (cfg.heartbeat == server::ServerConfig{}.heartbeat) cfg.heartbeat = 3600;
+        return cfg;
+    }
+    explicit Rig(server::ServerConfig cfg = {}) : ServerRig(quiet(cfg), true) {
         hold::Handoff h;
         h.ring = &ring;
         h.bus = &bus;
         h.metrics = &metrics;
         pool = std::make_unique<mojo::MojoPool>(0, h);
-        if (cfg.heartbeat == http::ServerConfig{}.heartbeat) cfg.heartbeat = 3600;
-        server = std::make_unique<http::Server>(loop, cfg, ring, &bus, metrics);
         server->add_mount("/native", [this](SlotRef s, http::Request&& r) {
             return pool->submit(handler, s, std::move(r));
         });
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-        client = sv[0];
-        slot = server->adopt(sv[1], "127.0.0.1", 1);
+        conn = connect();
+        REQUIRE(conn);
+        client = conn->fd;
+        slot = conn->slot;
     }
-    ~Rig() {
-        if (client >= 0) ::close(client);
+    ~Rig() override {
+        server.reset();
+        if (client < 0) conn->fd = -1;  // the test closed it
     }
-    void send(const std::string& s) {
-        REQUIRE(::send(client, s.data(), s.size(), 0) == static_cast<ssize_t>(s.size()));
-    }
+    void send(const std::string& s) { REQUIRE(conn->send(s)); }
     // Steps the loop and reads what the client got, until `want` appears.
     std::string read_until(const std::string& want, std::string& got) {
-        loop.run_until([&] {
-            char buf[4096];
-            ssize_t n;
-            while ((n = ::recv(client, buf, sizeof buf, MSG_DONTWAIT)) > 0)
-                got.append(buf, size_t(n));
-            return got.find(want) != std::string::npos;
-        });
+        ServerRig::read_until(*conn, want);
+        got = conn->in;
         return got;
     }
     void hold(const std::string& query, const std::string& last_event_id = "") {
@@ -149,7 +142,7 @@ TEST_CASE("hold loop: a frame for a departed slot is dropped", "[hold][loop]") {
 
 TEST_CASE("hold loop: a slow reader over --hold-buffer-limit is closed and unsubscribed",
           "[hold][loop][limits]") {
-    http::ServerConfig cfg;
+    server::ServerConfig cfg;
     cfg.hold_buffer_limit = 64 * 1024;
     Rig rig(cfg);
     rig.hold("channel=c");
@@ -170,7 +163,7 @@ TEST_CASE("hold loop: a slow reader over --hold-buffer-limit is closed and unsub
 }
 
 TEST_CASE("hold loop: heartbeats are written while a hold is idle", "[hold][loop]") {
-    http::ServerConfig cfg;
+    server::ServerConfig cfg;
     cfg.heartbeat = 0.05;
     Rig rig(cfg);
     rig.hold("channel=c");
@@ -181,7 +174,7 @@ TEST_CASE("hold loop: heartbeats are written while a hold is idle", "[hold][loop
 
 TEST_CASE("server: output that does not drain within --write-timeout is cut",
           "[http][loop][limits]") {
-    http::ServerConfig cfg;
+    server::ServerConfig cfg;
     cfg.write_timeout = 0.2;
     cfg.hold_buffer_limit = 64 * 1024 * 1024;  // the write timeout acts first
     Rig rig(cfg);
@@ -207,8 +200,8 @@ TEST_CASE("hold loop: closing a channel sends each hold a retry hint, then EOF",
     rig.read_until("retry: ", got);
     // The server stops sending (EOF for the client), then lingers until the
     // client closes its end.
-    char c;
-    REQUIRE(rig.loop.run_until([&] { return ::recv(rig.client, &c, 1, MSG_DONTWAIT) == 0; }));
+    REQUIRE(rig.wait_eof(*rig.conn));
+    got = rig.conn->in;
     CHECK_FALSE(rig.server->subscribed(rig.slot));
     ::close(rig.client);
     rig.client = -1;
@@ -227,16 +220,9 @@ TEST_CASE("hold loop: a HEAD answered with a hold gets the head alone, no body a
     rig.send("HEAD /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n");
     REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
     REQUIRE(rig.pool->pool().run_next());
-    std::string got;
-    char c;
     // RFC 9110 §9.3.2: the head, then the end of the connection.
-    REQUIRE(rig.loop.run_until([&] {
-        ssize_t n;
-        char buf[4096];
-        while ((n = ::recv(rig.client, buf, sizeof buf, MSG_DONTWAIT)) > 0)
-            got.append(buf, size_t(n));
-        return n == 0;
-    }));
+    REQUIRE(rig.wait_eof(*rig.conn));
+    std::string got = rig.conn->in;
     CHECK(got.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
     CHECK(got.find("text/event-stream") != std::string::npos);
     REQUIRE(got.size() >= 4);
@@ -245,12 +231,11 @@ TEST_CASE("hold loop: a HEAD answered with a hold gets the head alone, no body a
     CHECK_FALSE(rig.server->holding(rig.slot));
     CHECK(rig.metrics.holds_open.load() == 0);
     CHECK(rig.metrics.holds_total.load() == 0);
-    (void)c;
 }
 
 TEST_CASE("hold loop: events larger together than the limit do not close a reader that reads",
           "[hold][loop][limits]") {
-    http::ServerConfig cfg;
+    server::ServerConfig cfg;
     cfg.hold_buffer_limit = 64 * 1024;
     Rig rig(cfg);
     rig.hold("channel=c");
@@ -268,9 +253,7 @@ TEST_CASE("hold loop: events larger together than the limit do not close a reade
         REQUIRE(rig.server->alive(rig.slot));
         rig.read_until("id: " + std::to_string(last) + "\n", got);
         REQUIRE(rig.loop.run_until([&] {
-            char buf[65536];
-            while (::recv(rig.client, buf, sizeof buf, MSG_DONTWAIT) > 0) {
-            }
+            rig.conn->pump();
             return rig.server->unsent(rig.slot) == 0;
         }));
     }
@@ -281,7 +264,7 @@ TEST_CASE("hold loop: events larger together than the limit do not close a reade
 
 TEST_CASE("hold loop: a reader whose backlog stays over the limit past the drain timeout is closed",
           "[hold][loop][limits]") {
-    http::ServerConfig cfg;
+    server::ServerConfig cfg;
     cfg.hold_buffer_limit = 64 * 1024;
     cfg.hold_drain_timeout = 0.3;
     cfg.heartbeat = 0.05;

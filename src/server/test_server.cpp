@@ -1,4 +1,4 @@
-// http::Server on a real Loop: connections adopted from socketpair() (and, for
+// server::Server on a real Loop: connections adopted from socketpair() (and, for
 // the listener path, real sockets on 127.0.0.1), mounts whose submit runs a
 // small app inline that answers through the completion ring, the loop stepped
 // with run_until() while the test reads the client end non-blocking.
@@ -18,21 +18,17 @@
 #include <string>
 #include <vector>
 
-#include "bus/channel.hpp"
-#include "http/server.hpp"
+#include "server/test_rig.hpp"
 
 using namespace m0;
 using namespace m0::http;
+using namespace m0::server;
+using m0::testing::ServerRig;
+using Client = m0::testing::SocketClient;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// A write to a closed peer must be an error return, not a signal.
-const bool kSigpipeIgnored = [] {
-    std::signal(SIGPIPE, SIG_IGN);
-    return true;
-}();
 
 // ---- the client side ------------------------------------------------------------
 
@@ -107,52 +103,6 @@ std::optional<Reply> take_reply(std::string& buf, bool head_only, bool eof) {
     return r;
 }
 
-void set_nonblocking(int fd) {
-    int fl = ::fcntl(fd, F_GETFL);
-    REQUIRE(::fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
-}
-
-struct Client {
-    int fd = -1;
-    SlotRef slot;
-    std::string in;  // received, not yet taken as replies
-    bool eof = false;
-
-    explicit Client(int f) : fd(f) { set_nonblocking(fd); }
-    ~Client() {
-        if (fd >= 0) ::close(fd);
-    }
-    Client(const Client&) = delete;
-    Client& operator=(const Client&) = delete;
-
-    // Small writes: they fit the socket buffer at once.
-    void send(std::string_view s) {
-        size_t off = 0;
-        while (off < s.size()) {
-            ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-            REQUIRE(n > 0);
-            off += size_t(n);
-        }
-    }
-    // Reads whatever arrived, without blocking.
-    void pump() {
-        char buf[8192];
-        for (;;) {
-            ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-            if (n > 0) {
-                in.append(buf, size_t(n));
-                continue;
-            }
-            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) eof = true;
-            break;
-        }
-    }
-    void close() {
-        ::close(fd);
-        fd = -1;
-    }
-};
-
 // A real TCP client of a listener on 127.0.0.1.
 std::unique_ptr<Client> tcp_connect(uint16_t port) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -175,13 +125,7 @@ uint16_t local_port(int fd) {
 
 // ---- the server side -------------------------------------------------------------
 
-struct Rig {
-    Loop loop;
-    CompletionRing ring;
-    Metrics metrics;
-    std::unique_ptr<bus::BusChannel> bus;
-    std::unique_ptr<Server> server;
-
+struct Rig : ServerRig {
     struct Seen {
         std::string mount;
         SlotRef slot;
@@ -193,9 +137,8 @@ struct Rig {
     std::function<void(SlotRef, const Request&)> app;
 
     explicit Rig(ServerConfig cfg = {}, std::vector<std::string> mounts = {"/"},
-                 bool with_bus = false) {
-        if (with_bus) bus = std::make_unique<bus::BusChannel>();
-        server = std::make_unique<Server>(loop, std::move(cfg), ring, bus.get(), metrics);
+                 bool with_bus = false)
+        : ServerRig(std::move(cfg), with_bus) {
         app = [this](SlotRef s, const Request& r) {
             Response resp;
             resp.headers.add("Content-Type", "text/plain");
@@ -204,7 +147,6 @@ struct Rig {
         };
         for (auto& m : mounts) add_mount(m);
     }
-    ~Rig() { server.reset(); }
 
     void add_mount(const std::string& prefix) {
         server->add_mount(prefix, [this, prefix](SlotRef s, Request&& r) {
@@ -234,10 +176,8 @@ struct Rig {
     }
 
     std::unique_ptr<Client> connect(bool admin = false) {
-        int sv[2];
-        REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-        auto c = std::make_unique<Client>(sv[1]);
-        c->slot = server->adopt(sv[0], "127.0.0.1", 1, admin);
+        auto c = ServerRig::connect(admin);
+        REQUIRE(c);
         return c;
     }
 
@@ -264,17 +204,6 @@ struct Rig {
         INFO("received: " << c.in);
         REQUIRE(rs.size() == 1);
         return rs[0];
-    }
-    bool wait_eof(Client& c, std::chrono::milliseconds timeout = 3000ms) {
-        return loop.run_until(
-            [&] {
-                c.pump();
-                return c.eof;
-            },
-            timeout);
-    }
-    bool step_until(const std::function<bool()>& done, std::chrono::milliseconds t = 3000ms) {
-        return loop.run_until(done, t);
     }
 };
 
@@ -972,7 +901,7 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         Reply r = rig.reply(*c);
         CHECK(r.status == 401);
         CHECK(r.headers.get("WWW-Authenticate") == std::optional<std::string_view>("Bearer"));
-        CHECK(rig.bus->published.load() == 0);
+        CHECK(rig.bus.published.load() == 0);
     }
     SECTION("with a wrong key: 401") {
         Rig rig(admin_cfg(), {"/"}, true);
@@ -982,7 +911,7 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         auto rs = rig.replies(*c, 3);
         REQUIRE(rs.size() == 3);
         for (auto& r : rs) CHECK(r.status == 401);
-        CHECK(rig.bus->published.load() == 0);
+        CHECK(rig.bus.published.load() == 0);
     }
     SECTION("with the key and no bus (no --realtime): 503") {
         Rig rig(admin_cfg());
@@ -995,7 +924,7 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         auto c = rig.connect(true);
         c->send(publish(body, "Bearer "));
         CHECK(rig.reply(*c).status == 403);
-        CHECK(rig.bus->published.load() == 0);
+        CHECK(rig.bus.published.load() == 0);
     }
     SECTION("with the key and a bus: 200 and the id") {
         Rig rig(admin_cfg(), {"/"}, true);
@@ -1005,8 +934,8 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         CHECK(r.status == 200);
         CHECK(r.headers.get("Content-Type") == std::optional<std::string_view>("application/json"));
         CHECK(r.body == "{\"id\": 1}\n");
-        CHECK(rig.bus->published.load() == 1);
-        CHECK(rig.bus->last_id() == 1);
+        CHECK(rig.bus.published.load() == 1);
+        CHECK(rig.bus.last_id() == 1);
         c->send(publish(R"({"channel":"news"})", "Bearer sekrit"));
         CHECK(rig.reply(*c).body == "{\"id\": 2}\n");
     }
@@ -1025,8 +954,8 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         CHECK(rig.reply(*c).status == 400);
         c->send(publish(R"(not json)", "Bearer sekrit"));
         CHECK(rig.reply(*c).status == 400);
-        CHECK(rig.bus->published.load() == 0);
-        CHECK(rig.bus->last_id() == 0);
+        CHECK(rig.bus.published.load() == 0);
+        CHECK(rig.bus.last_id() == 0);
     }
 }
 

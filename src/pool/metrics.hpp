@@ -1,16 +1,10 @@
-// Metrics: server-wide counters, atomics so any thread may bump them; the
-// admin listener renders them in the Prometheus text format.
+// Metrics: server-wide counters, atomics so any thread (loop or pool) may
+// bump them; the admin listener renders them (server/metrics_text.hpp).
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <string>
-#include <vector>
 
 namespace m0 {
-class Pool;
-namespace bus {
-class BusChannel;
-}
 
 struct Metrics {
     std::atomic<int64_t> holds_open{0};            // reserved by a pool thread, until released
@@ -25,9 +19,6 @@ struct Metrics {
     std::atomic<uint64_t> connections_total{0};
     std::atomic<uint64_t> connections_refused{0};  // over --max-connections
     std::atomic<uint64_t> requests_total{0};
-
-    // Prometheus text exposition format 0.0.4.
-    std::string render(const std::vector<const Pool*>& pools, const bus::BusChannel* bus) const;
 };
 
 }  // namespace m0

@@ -1,62 +1,16 @@
-#include "http/server.hpp"
+#include "server/server.hpp"
 
-#include <arpa/inet.h>
 #include <event2/buffer.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <openssl/crypto.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <unistd.h>
-
-#include <cassert>
-#include <charconv>
-#include <cstring>
-#include <ctime>
 
 #include "bus/names.hpp"
-#include "hold/sse.hpp"
-#include "http/json.hpp"
 #include "loop/log.hpp"
-#include "pool/pool.hpp"
+#include "server/conn.hpp"
 
-namespace m0::http {
+namespace m0::server {
 
-// Per-hold state: created by the h frame (sse_peer_frame), before the head.
-struct Server::HoldState {
-    uint64_t cursor = 0;
-    std::vector<std::string> channels;
-    bool head_written = false;
-    std::vector<std::string> pending;  // events that arrived before the head
-    bool wrote_since_tick = false;     // heartbeat only when idle
-    // Since when the unsent output has been over --hold-buffer-limit (0: it is
-    // not). A reader is slow when this lasts, not when one event is large.
-    double over_since = 0;
-};
-
-struct Server::Conn {
-    Server* server = nullptr;
-    SlotRef slot;
-    bufferevent* bev = nullptr;
-    event* timer = nullptr;
-    bool admin = false;
-    Phase phase = Phase::reading;
-    RequestParser parser;
-    bool in_process = false;  // inside process_input (no re-entry)
-    bool keep_alive = true;
-    bool head_request = false;
-    int version_minor = 1;
-    bool peer_eof = false;       // the client half-closed: answer what it sent, then close
-    bool read_paused = false;    // output over the high-water mark: the next request waits
-    bool idle_on_drain = false;  // an answer is draining: the keep-alive timer starts after
-    bool chunked = false;        // the streaming body is chunk-framed
-    std::shared_ptr<StreamState> stream;
-    std::unique_ptr<HoldState> hold;
-    std::string remote_addr;
-    uint16_t remote_port = 0;
-
-    explicit Conn(ParserLimits limits) : parser(limits) {}
-};
+using namespace m0::http;
 
 namespace {
 constexpr size_t kMaxBufferedInput = 1024 * 1024;  // pipelined bytes kept while busy
@@ -65,7 +19,14 @@ constexpr double kLingerSeconds = 2.0;
 
 Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
                Metrics& metrics)
-    : loop_(loop), cfg_(std::move(cfg)), ring_(ring), bus_(bus), metrics_(metrics) {
+    : loop_(loop),
+      cfg_(std::move(cfg)),
+      ring_(ring),
+      bus_(bus),
+      metrics_(metrics),
+      holds_(*this, HoldConfig{cfg_.hold_buffer_limit, cfg_.hold_drain_timeout}, metrics),
+      admin_(cfg_.admin_key, metrics, bus,
+             [this](const std::string& channel) { return close_channel(channel); }) {
     // A peer that left makes writes fail with EPIPE, handled as an error on
     // that connection; the signal would end the whole process.
     ::signal(SIGPIPE, SIG_IGN);
@@ -74,7 +35,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChann
     if (bus_) {
         bus_watch_ = std::make_unique<FdWatcher>(loop_, bus_->fd(), [this] { on_bus_ready(); });
         heartbeat_timer_ = std::make_unique<Timer>(
-            loop_, [this] { heartbeat(); }, true);
+            loop_, [this] { holds_.heartbeat(monotonic_seconds()); }, true);
         heartbeat_timer_->start(cfg_.heartbeat);
     }
 }
@@ -92,93 +53,6 @@ void Server::add_mount(std::string prefix, SubmitFn submit) {
     std::stable_sort(mounts_.begin(), mounts_.end(), [](const auto& a, const auto& b) {
         return a.prefix.size() > b.prefix.size();
     });
-}
-
-namespace {
-// The port of a bound IPv4 or IPv6 socket.
-uint16_t port_of(const sockaddr_storage& ss) {
-    if (ss.ss_family == AF_INET6)
-        return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
-    return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
-}
-}  // namespace
-
-bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::string& err) {
-    // "127.0.0.1", "localhost", "::1" or "[::1]".
-    std::string host = host_in;
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-        host = host.substr(1, host.size() - 2);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    std::string service = std::to_string(port);
-    if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0 || !res) {
-        err = "cannot resolve " + host_in + ": " + gai_strerror(rc);
-        return false;
-    }
-    auto* l =
-        evconnlistener_new_bind(loop_.base(), admin ? on_admin_accept : on_accept, this,
-                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
-                                512, res->ai_addr, static_cast<int>(res->ai_addrlen));
-    int saved = errno;
-    freeaddrinfo(res);
-    if (!l) {
-        err = "cannot listen on " + host_in + ":" + std::to_string(port) + ": " +
-              std::strerror(saved);
-        return false;
-    }
-    sockaddr_storage bound{};
-    socklen_t len = sizeof bound;
-    getsockname(evconnlistener_get_fd(l), reinterpret_cast<sockaddr*>(&bound), &len);
-    if (admin) {
-        admin_listener_ = l;
-        admin_port_ = port_of(bound);
-    } else {
-        listener_ = l;
-        port_ = port_of(bound);
-        listen_host_ = host;
-    }
-    return true;
-}
-
-void Server::on_accept(evconnlistener*, evutil_socket_t fd, sockaddr* a, int, void* arg) {
-    static_cast<Server*>(arg)->accept_fd(fd, a, false);
-}
-void Server::on_admin_accept(evconnlistener*, evutil_socket_t fd, sockaddr* a, int, void* arg) {
-    static_cast<Server*>(arg)->accept_fd(fd, a, true);
-}
-
-void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
-    char buf[INET6_ADDRSTRLEN] = "";
-    uint16_t port = 0;
-    if (addr && addr->sa_family == AF_INET) {
-        auto* in = reinterpret_cast<sockaddr_in*>(addr);
-        inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
-        port = ntohs(in->sin_port);
-    } else if (addr && addr->sa_family == AF_INET6) {
-        auto* in6 = reinterpret_cast<sockaddr_in6*>(addr);
-        inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
-        port = ntohs(in6->sin6_port);
-    }
-    if (!admin && open_clients_ >= cfg_.max_connections) {
-        // Over --max-connections: answer at once and close; the socket is fresh,
-        // so the short answer fits its send buffer.
-        metrics_.connections_refused.fetch_add(1);
-        std::string msg =
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
-            "Date: " +
-            date_header() + "\r\nServer: " + cfg_.server_header +
-            "\r\nRetry-After: 1\r\nContent-Length: 21\r\nConnection: close\r\n\r\n"
-            "too many connections\n";
-        ssize_t ignored = ::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-        (void)ignored;
-        ::shutdown(fd, SHUT_WR);
-        evutil_closesocket(fd);
-        return;
-    }
-    adopt(fd, buf, port, admin);
 }
 
 SlotRef Server::alloc_slot() {
@@ -322,7 +196,6 @@ void Server::dispatch(Conn& c, Request req) {
     c.keep_alive = req.keep_alive && !shutting_down_;
     c.head_request = req.is_head();
     c.version_minor = req.version_minor;
-    c.peer_eof = false;
     req.remote_addr = c.remote_addr;
     req.remote_port = c.remote_port;
     req.server_name = listen_host_.empty() ? "127.0.0.1" : listen_host_;
@@ -330,7 +203,7 @@ void Server::dispatch(Conn& c, Request req) {
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
-        Response r = admin_handle(req);
+        Response r = admin_.handle(req);
         send_whole(c, r);
         finish_request(c);
         return;
@@ -360,167 +233,6 @@ void Server::dispatch(Conn& c, Request req) {
         send_whole(c, r);
         finish_request(c);
     }
-}
-
-Response Server::admin_handle(const Request& req) {
-    if (req.path == "/metrics" && (req.method == "GET" || req.method == "HEAD")) {
-        Response r;
-        r.headers.add("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-        r.body = metrics_.render(pools_, bus_);
-        return r;
-    }
-    if (req.path == "/publish" || req.path == "/close") {
-        if (req.method != "POST") {
-            auto r = error_response(405, "use POST");
-            r.headers.add("Allow", "POST");
-            return r;
-        }
-        if (cfg_.admin_key.empty())
-            return error_response(403, "the admin API needs --admin-key-file");
-        auto auth = req.headers.get("Authorization");
-        std::string want = "Bearer " + cfg_.admin_key;
-        if (!auth || auth->size() != want.size() ||
-            CRYPTO_memcmp(auth->data(), want.data(), want.size()) != 0) {
-            auto r = error_response(401, "bad or missing bearer key");
-            r.headers.add("WWW-Authenticate", "Bearer");
-            return r;
-        }
-        if (!bus_) return error_response(503, "the admin API needs --realtime");
-        std::map<std::string, std::string> fields;
-        std::string err;
-        if (!parse_flat_json(req.body, fields, err)) return error_response(400, err);
-        if (!fields.count("channel")) return error_response(400, "missing channel");
-        Response r;
-        r.headers.add("Content-Type", "application/json");
-        if (req.path == "/close") {
-            auto e = bus::check_channel(fields["channel"]);
-            if (e != bus::NameError::ok) return error_response(400, bus::reason(e));
-            r.body = "{\"closed\": " + std::to_string(close_channel(fields["channel"])) + "}\n";
-            return r;
-        }
-        auto res = bus_->publish(fields["channel"], fields["data"], fields["event"]);
-        if (res.name_error != bus::NameError::ok)
-            return error_response(400, bus::reason(res.name_error));
-        if (!res.ok()) return error_response(503, "the bus channel is full");
-        r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
-        return r;
-    }
-    return error_response(404, "admin serves /metrics, /publish and /close");
-}
-
-// ---- writing -------------------------------------------------------------
-
-const std::string& Server::date_header() {
-    time_t now = std::time(nullptr);
-    if (now != date_time_) {
-        date_time_ = now;
-        tm g;
-        gmtime_r(&now, &g);
-        char buf[64];
-        // RFC 9110 §5.6.7: IMF-fixdate.
-        strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &g);
-        date_ = buf;
-    }
-    return date_;
-}
-
-std::string Server::head_text(const Conn& c, const Response& r, std::string_view framing) {
-    std::string h;
-    h.reserve(256);
-    h.append("HTTP/1.1 ")
-        .append(std::to_string(r.status))
-        .append(" ")
-        .append(reason_phrase(r.status));
-    h.append("\r\n");
-    bool has_server = false;
-    for (const auto& [k, v] : r.headers.items) {
-        // Framing and connection management belong to the server.
-        if (iequals(k, "Content-Length") || iequals(k, "Transfer-Encoding") ||
-            iequals(k, "Connection") || iequals(k, "Date") || iequals(k, "Keep-Alive"))
-            continue;
-        if (iequals(k, "Server")) has_server = true;
-        h.append(k).append(": ").append(v).append("\r\n");
-    }
-    h.append("Date: ").append(date_header()).append("\r\n");
-    if (!has_server) h.append("Server: ").append(cfg_.server_header).append("\r\n");
-    h.append(framing);
-    if (!c.keep_alive)
-        h.append("Connection: close\r\n");
-    else if (c.version_minor == 0)
-        h.append("Connection: keep-alive\r\n");
-    h.append("\r\n");
-    return h;
-}
-
-static bool bodiless(int status) {
-    return (status >= 100 && status < 200) || status == 204 || status == 304;
-}
-
-void Server::send_whole(Conn& c, Response& r) {
-    std::string framing;
-    if (!bodiless(r.status)) {
-        size_t len = r.body.size();
-        if (c.head_request) {
-            // HEAD: the Content-Length the GET would have had (a malformed one is
-            // ignored: nothing may throw on the loop thread).
-            if (auto v = r.headers.get("Content-Length"))
-                std::from_chars(v->data(), v->data() + v->size(), len);
-        }
-        framing = "Content-Length: " + std::to_string(len) + "\r\n";
-    }
-    std::string head = head_text(c, r, framing);
-    evbuffer* out = bufferevent_get_output(c.bev);
-    evbuffer_add(out, head.data(), head.size());
-    if (!c.head_request && !bodiless(r.status)) evbuffer_add(out, r.body.data(), r.body.size());
-}
-
-void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st) {
-    c.stream = std::move(st);
-    c.phase = Phase::streaming;
-    std::string framing;
-    c.chunked = false;
-    if (auto cl = r.headers.get("Content-Length")) {
-        framing = "Content-Length: " + std::string(*cl) + "\r\n";
-    } else if (c.version_minor >= 1 && !c.head_request) {
-        framing = "Transfer-Encoding: chunked\r\n";
-        c.chunked = true;
-    } else {
-        c.keep_alive = false;  // HTTP/1.0: the body ends when the connection does
-    }
-    std::string head = head_text(c, r, framing);
-    evbuffer* out = bufferevent_get_output(c.bev);
-    evbuffer_add(out, head.data(), head.size());
-    if (!r.body.empty()) stream_chunk(c, r.body);
-    bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.stream_high_water / 2, 0);
-}
-
-void Server::stream_chunk(Conn& c, std::string& data) {
-    evbuffer* out = bufferevent_get_output(c.bev);
-    if (!data.empty() && !c.head_request) {
-        if (c.chunked) {
-            char size[32];
-            int n = snprintf(size, sizeof size, "%zx\r\n", data.size());
-            evbuffer_add(out, size, static_cast<size_t>(n));
-            evbuffer_add(out, data.data(), data.size());
-            evbuffer_add(out, "\r\n", 2);
-        } else {
-            evbuffer_add(out, data.data(), data.size());
-        }
-    }
-    if (c.stream) c.stream->moved(data.size(), evbuffer_get_length(out));
-}
-
-void Server::end_stream(Conn& c, bool aborted) {
-    bufferevent_setwatermark(c.bev, EV_WRITE, 0, 0);
-    c.stream.reset();
-    if (aborted) {
-        // The body failed midway: a truncated body must not look complete.
-        c.keep_alive = false;
-        close_after_write(c);
-        return;
-    }
-    if (c.chunked && !c.head_request) evbuffer_add(bufferevent_get_output(c.bev), "0\r\n\r\n", 5);
-    finish_request(c);
 }
 
 void Server::finish_request(Conn& c) {
@@ -571,7 +283,7 @@ void Server::on_write(bufferevent*, void* arg) {
         return;
     }
     if (c.phase == Phase::holding) {
-        if (c.hold && left <= s.cfg_.hold_buffer_limit) c.hold->over_since = 0;
+        s.holds_.drained(c.slot, left);
         return;
     }
     if (c.phase == Phase::reading) {
@@ -644,18 +356,9 @@ void Server::on_timeout(Conn& c) {
     close_conn(c);  // idle keep-alive, or a connection that never spoke
 }
 
-void Server::release_hold(Conn& c) {
-    if (c.hold) {
-        subs_.unsubscribe_all(c.slot);
-        metrics_.holds_open.fetch_sub(1);
-        c.hold.reset();
-    }
-    holding_.erase(c.slot.index);
-}
-
 void Server::close_conn(Conn& c) {
     SlotRef slot = c.slot;
-    release_hold(c);
+    holds_.release(slot);
     if (c.stream) c.stream->cancel();
     event_free(c.timer);
     bufferevent_free(c.bev);
@@ -713,7 +416,7 @@ void Server::handle_completion(Completion& comp) {
 
 void Server::finish_hold_head(Conn& c, Response& r) {
     c.keep_alive = false;
-    if (!c.hold) {
+    if (!holds_.has(c.slot)) {
         M0_LOG(error, "hold completion for slot ", to_string(c.slot),
                " found no subscription (its h frame did not come first): closing");
         send_whole(c, r);
@@ -730,136 +433,73 @@ void Server::finish_hold_head(Conn& c, Response& r) {
     if (c.head_request) {
         // RFC 9110 §9.3.2: HEAD is answered with the head alone, so there is no
         // stream to hold: the subscription the h frame made is released.
-        release_hold(c);
+        holds_.release(c.slot);
         close_after_write(c);
         return;
     }
     evbuffer_add(out, r.body.data(), r.body.size());
     c.phase = Phase::holding;
-    c.hold->head_written = true;
-    // on_write reports when the backlog is back under the limit (check_backlog).
+    // on_write reports when the backlog is back under the limit.
     bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
-    holding_.insert(c.slot.index);
     metrics_.holds_total.fetch_add(1);
-    auto pending = std::move(c.hold->pending);
-    for (const auto& ev : pending)
-        if (!write_hold(c, ev)) return;
-    if (shutting_down_) drop_hold(c);
+    SlotRef slot = c.slot;
+    if (!holds_.start(slot, monotonic_seconds())) return;  // a slow reader, closed
+    if (shutting_down_) drop_hold(slot);
 }
 
-void Server::drop_hold(Conn& c) {
+void Server::drop_hold(SlotRef slot) {
     // A reconnect hint, spread so the clients do not all come back in the same second.
     std::uniform_int_distribution<uint64_t> spread(1000, 6000);
-    std::string retry = sse::encode_retry(spread(rng_));
-    evbuffer_add(bufferevent_get_output(c.bev), retry.data(), retry.size());
-    if (c.hold) {
-        subs_.unsubscribe_all(c.slot);  // nothing more is written after the hint
-        c.hold->channels.clear();
-    }
-    holding_.erase(c.slot.index);
-    close_after_write(c);
+    holds_.drop(slot, spread(rng_));
 }
 
 size_t Server::close_channel(const std::string& channel) {
-    std::vector<SlotRef> targets = subs_.subscribers(channel);
-    size_t n = 0;
-    for (SlotRef s : targets) {
-        Conn* c = find(s);
-        if (!c || c->phase != Phase::holding) continue;
-        drop_hold(*c);
-        ++n;
-    }
-    return n;
+    std::vector<SlotRef> targets = holds_.holding(channel);
+    for (SlotRef s : targets) drop_hold(s);
+    return targets.size();
 }
 
 void Server::on_bus_ready() {
     if (!bus_) return;
     std::deque<bus::Frame> frames;
     bus_->drain(frames);
+    double now = monotonic_seconds();
     for (auto& f : frames) {
         if (auto* h = std::get_if<bus::HoldFrame>(&f))
             sse_peer_frame(*h);
         else
-            fanout(std::get<bus::PublishFrame>(f));
+            holds_.publish(std::get<bus::PublishFrame>(f), now);
     }
 }
 
 void Server::sse_peer_frame(bus::HoldFrame& f) {
     auto slot = bus::parse_reserved_stream_url(f.stream_url);
     Conn* c = slot ? find(*slot) : nullptr;
-    if (!c || c->phase != Phase::waiting || c->hold) {
+    if (!c || c->phase != Phase::waiting || holds_.has(*slot)) {
         // The client left (or the index was reused): nobody to hold.
         metrics_.frames_dropped.fetch_add(1);
         metrics_.holds_open.fetch_sub(1);
         return;
     }
-    c->hold = std::make_unique<HoldState>();
-    c->hold->cursor = f.cursor;
-    c->hold->channels = std::move(f.channels);
-    subs_.subscribe(*slot, c->hold->channels);
+    holds_.open(*slot, f.cursor, std::move(f.channels));
 }
 
-void Server::fanout(bus::PublishFrame& f) {
-    const auto& subscribers = subs_.subscribers(f.channel);
-    if (subscribers.empty()) return;
-    const std::string bytes = sse::encode_event(f.id, f.event, f.data);
-    // Writing may release a slow reader (and edit the list): iterate a copy.
-    std::vector<SlotRef> targets = subscribers;
-    for (SlotRef s : targets) {
-        Conn* c = find(s);
-        if (!c || !c->hold) continue;
-        if (f.id <= c->hold->cursor) {
-            metrics_.events_muted.fetch_add(1);
-            continue;
-        }
-        if (!c->hold->head_written)
-            c->hold->pending.push_back(bytes);
-        else
-            write_hold(*c, bytes);
-    }
-}
+// ---- HoldSink: how the hold table reaches connections -----------------------
 
-bool Server::write_hold(Conn& c, std::string_view bytes) {
-    evbuffer* out = bufferevent_get_output(c.bev);
+size_t Server::write(SlotRef slot, std::string_view bytes) {
+    Conn* c = find(slot);
+    if (!c) return 0;
+    evbuffer* out = bufferevent_get_output(c->bev);
     evbuffer_add(out, bytes.data(), bytes.size());
-    metrics_.events_delivered.fetch_add(1);
-    c.hold->wrote_since_tick = true;
-    return check_backlog(c);
+    return evbuffer_get_length(out);
 }
 
-bool Server::check_backlog(Conn& c) {
-    size_t backlog = evbuffer_get_length(bufferevent_get_output(c.bev));
-    if (backlog <= cfg_.hold_buffer_limit) {
-        c.hold->over_since = 0;
-        return true;
-    }
-    // A reader is slow when its backlog stays over the limit for
-    // --hold-drain-timeout, or passes twice the limit (memory stays bounded);
-    // one large event that a reader takes promptly is not slowness.
-    double now = monotonic_seconds();
-    if (c.hold->over_since == 0) c.hold->over_since = now;
-    if (backlog <= 2 * cfg_.hold_buffer_limit && now - c.hold->over_since < cfg_.hold_drain_timeout)
-        return true;
-    M0_LOG(info, "slow reader: hold on slot ", to_string(c.slot), " kept ", std::to_string(backlog),
-           " bytes unsent over --hold-buffer-limit, closed");
-    metrics_.slow_readers_closed.fetch_add(1);
-    close_conn(c);
-    return false;
+void Server::close_now(SlotRef slot) {
+    if (Conn* c = find(slot)) close_conn(*c);
 }
 
-void Server::heartbeat() {
-    std::vector<uint32_t> idx(holding_.begin(), holding_.end());
-    for (uint32_t i : idx) {
-        Conn* c = slots_[i].conn.get();
-        if (!c || !c->hold || !c->hold->head_written) continue;
-        if (c->hold->wrote_since_tick) {
-            c->hold->wrote_since_tick = false;
-            continue;
-        }
-        evbuffer* out = bufferevent_get_output(c->bev);
-        evbuffer_add(out, sse::kHeartbeat.data(), sse::kHeartbeat.size());
-        check_backlog(*c);
-    }
+void Server::close_after_write(SlotRef slot) {
+    if (Conn* c = find(slot)) close_after_write(*c);
 }
 
 // ---- shutdown ------------------------------------------------------------
@@ -875,12 +515,12 @@ void Server::shutdown() {
         listener_ = nullptr;
     }
     M0_LOG(info, "shutting down: ", std::to_string(open_), " connections, ",
-           std::to_string(holding_.size()), " holds");
+           std::to_string(holds_.holding().size()), " holds");
     for (auto& e : slots_) {
         Conn* c = e.conn.get();
         if (!c || c->admin) continue;
         if (c->phase == Phase::holding) {
-            drop_hold(*c);
+            drop_hold(c->slot);
         } else if (c->phase == Phase::reading && !c->parser.in_message() &&
                    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
             close_conn(*c);
@@ -916,4 +556,4 @@ void Server::check_drained() {
     }
 }
 
-}  // namespace m0::http
+}  // namespace m0::server

@@ -1,65 +1,11 @@
-// The SSE encoder and the pool side of a hold: read_cursor and take_stream_hold.
+// The pool side of a hold: read_cursor and take_stream_hold.
 #include <catch2/catch.hpp>
 #include <string>
 
 #include "hold/hold.hpp"
-#include "hold/sse.hpp"
 
 using namespace m0;
 using m0::hold::HoldKind;
-
-// ---- the SSE encoder -----------------------------------------------------------
-
-TEST_CASE("sse: an event is an id line, an optional event line, data lines and a blank line",
-          "[hold][sse]") {
-    SECTION("without an event name") {
-        CHECK(sse::encode_event(1, "", "hello") == "id: 1\ndata: hello\n\n");
-    }
-    SECTION("with an event name") {
-        CHECK(sse::encode_event(42, "update", "x") == "id: 42\nevent: update\ndata: x\n\n");
-    }
-    SECTION("large ids are written in full") {
-        CHECK(sse::encode_event(18446744073709551615ull, "", "") ==
-              "id: 18446744073709551615\ndata: \n\n");
-    }
-    SECTION("data that looks like a field stays data") {
-        CHECK(sse::encode_event(2, "", "id: 9") == "id: 2\ndata: id: 9\n\n");
-    }
-}
-
-TEST_CASE("sse: multi-line data becomes one data line per line, split at LF, CRLF and CR",
-          "[hold][sse]") {
-    SECTION("LF") { CHECK(sse::encode_event(1, "", "a\nb") == "id: 1\ndata: a\ndata: b\n\n"); }
-    SECTION("CRLF counts as one line end") {
-        CHECK(sse::encode_event(1, "", "a\r\nb") == "id: 1\ndata: a\ndata: b\n\n");
-    }
-    SECTION("CR") { CHECK(sse::encode_event(1, "", "a\rb") == "id: 1\ndata: a\ndata: b\n\n"); }
-    SECTION("mixed, with empty lines kept") {
-        CHECK(sse::encode_event(3, "e", "one\r\rtwo\n\nthree\r\n") ==
-              "id: 3\nevent: e\ndata: one\ndata: \ndata: two\ndata: \ndata: three\ndata: \n\n");
-    }
-    SECTION("LF CR is two line ends") {
-        CHECK(sse::encode_event(1, "", "a\n\rb") == "id: 1\ndata: a\ndata: \ndata: b\n\n");
-    }
-    SECTION("a trailing line end gives a trailing empty data line (the client keeps the LF)") {
-        CHECK(sse::encode_event(1, "", "a\n") == "id: 1\ndata: a\ndata: \n\n");
-        CHECK(sse::encode_event(1, "", "a\r") == "id: 1\ndata: a\ndata: \n\n");
-    }
-    SECTION("only line ends") {
-        CHECK(sse::encode_event(1, "", "\r\n") == "id: 1\ndata: \ndata: \n\n");
-    }
-}
-
-TEST_CASE("sse: empty data is one empty data line", "[hold][sse]") {
-    CHECK(sse::encode_event(7, "", "") == "id: 7\ndata: \n\n");
-    CHECK(sse::encode_event(7, "ping", "") == "id: 7\nevent: ping\ndata: \n\n");
-}
-
-TEST_CASE("sse: retry and heartbeat lines", "[hold][sse]") {
-    CHECK(sse::encode_retry(3000) == "retry: 3000\n\n");
-    CHECK(sse::encode_retry(0) == "retry: 0\n\n");
-    CHECK(sse::kHeartbeat == ":\n\n");
-}
 
 // ---- read_cursor -----------------------------------------------------------------
 

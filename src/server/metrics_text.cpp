@@ -1,9 +1,6 @@
-#include "http/metrics.hpp"
+#include "server/metrics_text.hpp"
 
-#include "bus/channel.hpp"
-#include "pool/pool.hpp"
-
-namespace m0 {
+namespace m0::server {
 
 namespace {
 void line(std::string& out, const char* name, const char* type, const char* help, auto value) {
@@ -13,33 +10,33 @@ void line(std::string& out, const char* name, const char* type, const char* help
 }
 }  // namespace
 
-std::string Metrics::render(const std::vector<const Pool*>& pools,
-                            const bus::BusChannel* bus) const {
+std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& pools,
+                           const bus::BusChannel* bus) {
     std::string o;
-    line(o, "m0_holds_open", "gauge", "Held connections now.", holds_open.load());
-    line(o, "m0_holds_total", "counter", "Holds whose head was written.", holds_total.load());
+    line(o, "m0_holds_open", "gauge", "Held connections now.", m.holds_open.load());
+    line(o, "m0_holds_total", "counter", "Holds whose head was written.", m.holds_total.load());
     line(o, "m0_events_published_total", "counter", "Events accepted by the bus.",
          bus ? bus->published.load() : 0);
     line(o, "m0_events_delivered_total", "counter", "Event writes to held connections.",
-         events_delivered.load());
+         m.events_delivered.load());
     line(o, "m0_events_muted_total", "counter", "Events at or below a hold's Last-Event-ID.",
-         events_muted.load());
+         m.events_muted.load());
     line(o, "m0_frames_refused_total", "counter", "Frames the bus channel would not take.",
          bus ? bus->refused.load() : 0);
     line(o, "m0_frames_dropped_total", "counter", "Hold frames for slots that had left.",
-         frames_dropped.load());
+         m.frames_dropped.load());
     line(o, "m0_completions_dropped_total", "counter", "Completions for slots that had left.",
-         completions_dropped.load());
+         m.completions_dropped.load());
     line(o, "m0_holds_refused_total", "counter", "Hold answers over --max-holds.",
-         holds_refused.load());
+         m.holds_refused.load());
     line(o, "m0_slow_readers_closed_total", "counter", "Holds closed over --hold-buffer-limit.",
-         slow_readers_closed.load());
-    line(o, "m0_connections_open", "gauge", "Open client connections.", connections_open.load());
+         m.slow_readers_closed.load());
+    line(o, "m0_connections_open", "gauge", "Open client connections.", m.connections_open.load());
     line(o, "m0_connections_total", "counter", "Accepted client connections.",
-         connections_total.load());
+         m.connections_total.load());
     line(o, "m0_connections_refused_total", "counter", "Connections over --max-connections.",
-         connections_refused.load());
-    line(o, "m0_requests_total", "counter", "Requests parsed.", requests_total.load());
+         m.connections_refused.load());
+    line(o, "m0_requests_total", "counter", "Requests parsed.", m.requests_total.load());
     o.append("# HELP m0_pool_busy_threads Pool threads running a job now.\n");
     o.append("# TYPE m0_pool_busy_threads gauge\n");
     for (const Pool* p : pools)
@@ -58,4 +55,4 @@ std::string Metrics::render(const std::vector<const Pool*>& pools,
     return o;
 }
 
-}  // namespace m0
+}  // namespace m0::server

@@ -1,0 +1,40 @@
+// AdminApi: what the admin listener serves. Loop thread only.
+//
+//   GET  /metrics   the counters (Prometheus text)
+//   POST /publish   {"channel": C, "data": D, "event": E}: an event on the bus
+//   POST /close     {"channel": C}: every hold on C gets a retry hint and ends
+//
+// POST needs `Authorization: Bearer KEY` (--admin-key-file), compared in
+// constant time; without a key configured the API refuses every POST.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bus/channel.hpp"
+#include "http/message.hpp"
+#include "pool/metrics.hpp"
+#include "pool/pool.hpp"
+
+namespace m0::server {
+
+class AdminApi {
+  public:
+    // Ends every hold on a channel; returns how many.
+    using CloseChannel = std::function<size_t(const std::string& channel)>;
+
+    // `bus` is null without --realtime (publish and close answer 503).
+    AdminApi(std::string key, Metrics& metrics, bus::BusChannel* bus, CloseChannel close);
+    void add_pool(const Pool* pool) { pools_.push_back(pool); }
+    // The answer to one admin request; never throws.
+    http::Response handle(const http::Request& req);
+
+  private:
+    std::string key_;
+    Metrics& metrics_;
+    bus::BusChannel* bus_;
+    CloseChannel close_;
+    std::vector<const Pool*> pools_;
+};
+
+}  // namespace m0::server

@@ -1,0 +1,37 @@
+// Server::Conn: one connection's state, shared by the files that implement
+// Server (server.cpp, listener.cpp, writer.cpp). Loop thread only; private
+// to the server folder.
+#pragma once
+#include <event2/bufferevent.h>
+
+#include <memory>
+#include <string>
+
+#include "server/server.hpp"
+
+namespace m0::server {
+
+struct Server::Conn {
+    Server* server = nullptr;
+    SlotRef slot;
+    bufferevent* bev = nullptr;
+    event* timer = nullptr;
+    bool admin = false;
+    Phase phase = Phase::reading;
+    http::RequestParser parser;
+    bool in_process = false;  // inside process_input (no re-entry)
+    bool keep_alive = true;
+    bool head_request = false;
+    int version_minor = 1;
+    bool peer_eof = false;       // the client half-closed: answer what it sent, then close
+    bool read_paused = false;    // output over the high-water mark: the next request waits
+    bool idle_on_drain = false;  // an answer is draining: the keep-alive timer starts after
+    bool chunked = false;        // the streaming body is chunk-framed
+    std::shared_ptr<StreamState> stream;
+    std::string remote_addr;
+    uint16_t remote_port = 0;
+
+    explicit Conn(http::ParserLimits limits) : parser(limits) {}
+};
+
+}  // namespace m0::server

@@ -1,0 +1,135 @@
+#include "server/holds.hpp"
+
+#include "http/sse.hpp"
+#include "loop/log.hpp"
+
+namespace m0::server {
+
+HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)
+    : sink_(sink), cfg_(cfg), metrics_(metrics) {}
+
+HoldTable::Hold* HoldTable::find(SlotRef slot) {
+    auto it = holds_.find(slot.index);
+    return it != holds_.end() && it->second.slot == slot ? &it->second : nullptr;
+}
+
+const HoldTable::Hold* HoldTable::find(SlotRef slot) const {
+    auto it = holds_.find(slot.index);
+    return it != holds_.end() && it->second.slot == slot ? &it->second : nullptr;
+}
+
+void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels) {
+    Hold& h = holds_[slot.index];
+    h = Hold{};
+    h.slot = slot;
+    h.cursor = cursor;
+    subs_.subscribe(slot, channels);
+}
+
+bool HoldTable::start(SlotRef slot, double now) {
+    Hold* h = find(slot);
+    if (!h) return false;
+    h->started = true;
+    auto pending = std::move(h->pending);
+    for (const auto& ev : pending)
+        if (!write(*h, ev, now)) return false;
+    return true;
+}
+
+void HoldTable::publish(const bus::PublishFrame& f, double now) {
+    const auto& subscribers = subs_.subscribers(f.channel);
+    if (subscribers.empty()) return;
+    // Encoded once for every subscriber.
+    const std::string bytes = sse::encode_event(f.id, f.event, f.data);
+    // A write may close a slow reader (and edit the list): iterate a copy.
+    std::vector<SlotRef> targets = subscribers;
+    for (SlotRef s : targets) {
+        Hold* h = find(s);
+        if (!h || h->dropped) continue;
+        if (f.id <= h->cursor) {
+            metrics_.events_muted.fetch_add(1);
+            continue;
+        }
+        if (!h->started)
+            h->pending.push_back(bytes);
+        else
+            write(*h, bytes, now);
+    }
+}
+
+bool HoldTable::write(Hold& h, std::string_view bytes, double now) {
+    size_t backlog = sink_.write(h.slot, bytes);
+    metrics_.events_delivered.fetch_add(1);
+    h.wrote_since_tick = true;
+    return check_backlog(h, backlog, now);
+}
+
+bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
+    if (backlog <= cfg_.buffer_limit) {
+        h.over_since = 0;
+        return true;
+    }
+    if (h.over_since == 0) h.over_since = now;
+    if (backlog <= 2 * cfg_.buffer_limit && now - h.over_since < cfg_.drain_timeout) return true;
+    SlotRef slot = h.slot;
+    M0_LOG(info, "slow reader: hold on slot ", to_string(slot), " kept ", std::to_string(backlog),
+           " bytes unsent over --hold-buffer-limit, closed");
+    metrics_.slow_readers_closed.fetch_add(1);
+    sink_.close_now(slot);  // releases the hold: `h` is gone
+    return false;
+}
+
+void HoldTable::heartbeat(double now) {
+    for (SlotRef s : holding()) {
+        Hold* h = find(s);
+        if (!h) continue;
+        if (h->wrote_since_tick) {
+            h->wrote_since_tick = false;
+            continue;
+        }
+        size_t backlog = sink_.write(s, sse::kHeartbeat);
+        check_backlog(*h, backlog, now);
+    }
+}
+
+void HoldTable::drained(SlotRef slot, size_t backlog) {
+    Hold* h = find(slot);
+    if (h && backlog <= cfg_.buffer_limit) h->over_since = 0;
+}
+
+bool HoldTable::drop(SlotRef slot, uint64_t retry_ms) {
+    Hold* h = find(slot);
+    if (!h || !h->started || h->dropped) return false;
+    h->dropped = true;
+    subs_.unsubscribe_all(slot);  // nothing more is written after the hint
+    std::string retry = sse::encode_retry(retry_ms);
+    sink_.write(slot, retry);
+    sink_.close_after_write(slot);
+    return true;
+}
+
+std::vector<SlotRef> HoldTable::holding(const std::string& channel) const {
+    std::vector<SlotRef> out;
+    for (SlotRef s : subs_.subscribers(channel)) {
+        const Hold* h = find(s);
+        if (h && h->started && !h->dropped) out.push_back(s);
+    }
+    return out;
+}
+
+std::vector<SlotRef> HoldTable::holding() const {
+    std::vector<SlotRef> out;
+    out.reserve(holds_.size());
+    for (const auto& [index, h] : holds_)
+        if (h.started && !h.dropped) out.push_back(h.slot);
+    return out;
+}
+
+void HoldTable::release(SlotRef slot) {
+    if (!find(slot)) return;
+    subs_.unsubscribe_all(slot);
+    holds_.erase(slot.index);
+    metrics_.holds_open.fetch_sub(1);
+}
+
+}  // namespace m0::server

@@ -1,0 +1,109 @@
+// HoldTable: the loop side of holds. Loop thread only.
+//
+// DESIGN
+// open() is the h frame's effect: a hold for a slot whose answer is still
+// being decided, subscribed to its channels. The server calls it while it
+// drains its bus channel, which it does BEFORE it writes a hold's head, so the
+// subscription exists before the head. start() marks the head written and
+// writes the events that reached the hold before it (they wait in `pending`,
+// never ahead of the head). publish() encodes an event once and writes it to
+// every subscriber whose cursor is below its id (Last-Event-ID: ids at or
+// below the cursor are muted). heartbeat() writes a comment to each hold that
+// wrote nothing since the last tick. drop() ends a hold with a retry hint.
+//
+// Slow readers: after every write the hold's backlog (bytes queued, not yet
+// on the socket) is checked. A reader is slow when its backlog stays over
+// buffer_limit for drain_timeout, or passes twice the limit (memory stays
+// bounded); one large event that the reader takes promptly is not slowness.
+// A slow reader's slot is closed through the sink, which releases the hold.
+//
+// The table reaches connections only through HoldSink (write bytes to a slot,
+// close it, end it after its output drains), so fan-out, heartbeats and the
+// slow-reader rule are unit-tested without sockets (test_holds.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/channel.hpp"
+#include "bus/subscriptions.hpp"
+#include "pool/metrics.hpp"
+#include "pool/slot.hpp"
+
+namespace m0::server {
+
+struct HoldConfig {
+    size_t buffer_limit = 1024 * 1024;  // --hold-buffer-limit
+    double drain_timeout = 5;           // --hold-drain-timeout
+};
+
+// What the table needs of the connections (the server implements it).
+class HoldSink {
+  public:
+    virtual ~HoldSink() = default;
+    // Appends `bytes` to the slot's output; returns its backlog afterwards.
+    virtual size_t write(SlotRef slot, std::string_view bytes) = 0;
+    // Closes the slot at once (a slow reader). Must call HoldTable::release.
+    virtual void close_now(SlotRef slot) = 0;
+    // Closes the slot once what was written has drained (after a retry hint).
+    virtual void close_after_write(SlotRef slot) = 0;
+};
+
+class HoldTable {
+  public:
+    HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics);
+    HoldTable(const HoldTable&) = delete;
+    HoldTable& operator=(const HoldTable&) = delete;
+
+    // The h frame: `slot` is held on `channels`, muting ids <= cursor.
+    void open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels);
+    bool has(SlotRef slot) const { return find(slot) != nullptr; }
+    // The head is written: the events that waited for it follow. False when
+    // writing them closed the slot (a slow reader).
+    bool start(SlotRef slot, double now);
+    // Fans one event out to its channel's holds.
+    void publish(const bus::PublishFrame& f, double now);
+    // A comment line to every started hold idle since the last tick.
+    void heartbeat(double now);
+    // The slot's backlog went down to `backlog` bytes (the server's write callback).
+    void drained(SlotRef slot, size_t backlog);
+    // A retry hint (`retry_ms`), then no more events; the sink closes the slot
+    // after the hint drains. Returns false if `slot` holds nothing started.
+    bool drop(SlotRef slot, uint64_t retry_ms);
+    // The started holds on `channel`, in subscription order.
+    std::vector<SlotRef> holding(const std::string& channel) const;
+    // Every started hold that is not dropped.
+    std::vector<SlotRef> holding() const;
+    // Forgets the slot's hold and subscriptions (the connection closed).
+    void release(SlotRef slot);
+
+    size_t size() const { return holds_.size(); }
+    const bus::Subscriptions& subscriptions() const { return subs_; }
+
+  private:
+    struct Hold {
+        SlotRef slot;
+        uint64_t cursor = 0;
+        bool started = false;              // the head is written
+        bool dropped = false;              // a retry hint was sent: nothing more
+        bool wrote_since_tick = false;     // heartbeat only when idle
+        double over_since = 0;             // backlog over the limit since (0: it is not)
+        std::vector<std::string> pending;  // events that arrived before the head
+    };
+    Hold* find(SlotRef slot);
+    const Hold* find(SlotRef slot) const;
+    // Writes to a started hold and applies the slow-reader rule; false when the
+    // slot was closed.
+    bool write(Hold& h, std::string_view bytes, double now);
+    bool check_backlog(Hold& h, size_t backlog, double now);
+
+    HoldSink& sink_;
+    HoldConfig cfg_;
+    Metrics& metrics_;
+    bus::Subscriptions subs_;
+    std::unordered_map<uint32_t, Hold> holds_;  // by slot index
+};
+
+}  // namespace m0::server

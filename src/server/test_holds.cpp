@@ -1,0 +1,177 @@
+// The hold table without sockets: a sink that records what each slot is sent
+// and whose backlog the test sets, and a clock the test moves.
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+#include "server/holds.hpp"
+
+using namespace m0;
+using namespace m0::server;
+
+namespace {
+
+uint64_t key(SlotRef s) { return (uint64_t(s.index) << 32) | s.gen; }
+
+struct FakeSink : HoldSink {
+    HoldTable* table = nullptr;
+    std::map<uint64_t, std::string> sent;  // what each slot was sent
+    std::map<uint64_t, size_t> backlog;    // bytes each slot has not taken
+    std::map<uint64_t, bool> closed_now;   // closed as a slow reader
+    std::map<uint64_t, bool> closing;      // ending after its output drains
+    bool reader_reads = true;              // false: every byte stays in the backlog
+
+    size_t write(SlotRef s, std::string_view bytes) override {
+        sent[key(s)] += bytes;
+        if (!reader_reads) backlog[key(s)] += bytes.size();
+        return backlog[key(s)];
+    }
+    void close_now(SlotRef s) override {
+        closed_now[key(s)] = true;
+        table->release(s);
+    }
+    void close_after_write(SlotRef s) override { closing[key(s)] = true; }
+};
+
+struct Table {
+    Metrics metrics;
+    FakeSink sink;
+    HoldTable table;
+    explicit Table(HoldConfig cfg = {}) : table(sink, cfg, metrics) { sink.table = &table; }
+    // A hold as the server makes one: the pool counted it, the h frame opened
+    // it, the head was written.
+    void hold(SlotRef s, std::vector<std::string> channels, uint64_t cursor = 0) {
+        metrics.holds_open.fetch_add(1);
+        table.open(s, cursor, std::move(channels));
+        REQUIRE(table.start(s, 0));
+    }
+    bus::PublishFrame event(uint64_t id, std::string channel, std::string data) {
+        return bus::PublishFrame{id, std::move(channel), "", std::move(data)};
+    }
+};
+
+const SlotRef kA{1, 1}, kB{2, 1}, kC{3, 1};
+
+}  // namespace
+
+TEST_CASE("holds: an event reaches every hold on its channel and no other", "[holds]") {
+    Table t;
+    t.hold(kA, {"x"});
+    t.hold(kB, {"x", "y"});
+    t.hold(kC, {"y"});
+    t.table.publish(t.event(1, "x", "one"), 0);
+    CHECK(t.sink.sent[key(kA)] == "id: 1\ndata: one\n\n");
+    CHECK(t.sink.sent[key(kB)] == "id: 1\ndata: one\n\n");
+    CHECK(t.sink.sent[key(kC)].empty());
+    CHECK(t.metrics.events_delivered.load() == 2);
+}
+
+TEST_CASE("holds: ids at or below a hold's cursor are muted", "[holds]") {
+    Table t;
+    t.hold(kA, {"x"}, 2);
+    for (uint64_t id = 1; id <= 4; ++id) t.table.publish(t.event(id, "x", "e"), 0);
+    CHECK(t.sink.sent[key(kA)] == "id: 3\ndata: e\n\nid: 4\ndata: e\n\n");
+    CHECK(t.metrics.events_muted.load() == 2);
+}
+
+TEST_CASE("holds: events that arrive before the head wait behind it, in order", "[holds]") {
+    Table t;
+    t.metrics.holds_open.fetch_add(1);
+    t.table.open(kA, 0, {"x"});
+    t.table.publish(t.event(1, "x", "early"), 0);
+    t.table.publish(t.event(2, "x", "later"), 0);
+    CHECK(t.sink.sent[key(kA)].empty());  // nothing before the head
+    REQUIRE(t.table.start(kA, 0));
+    CHECK(t.sink.sent[key(kA)] == "id: 1\ndata: early\n\nid: 2\ndata: later\n\n");
+}
+
+TEST_CASE("holds: a released slot hears nothing and is no longer counted", "[holds]") {
+    Table t;
+    t.hold(kA, {"x"});
+    t.table.release(kA);
+    t.table.publish(t.event(1, "x", "e"), 0);
+    CHECK(t.sink.sent[key(kA)].empty());
+    CHECK_FALSE(t.table.has(kA));
+    CHECK(t.table.subscriptions().subscribers("x").empty());
+    CHECK(t.metrics.holds_open.load() == 0);
+    SECTION("a later generation of the same index is another hold") {
+        t.hold(SlotRef{kA.index, kA.gen + 1}, {"x"});
+        CHECK_FALSE(t.table.has(kA));
+    }
+}
+
+TEST_CASE("holds: the heartbeat goes only to holds idle since the last tick", "[holds]") {
+    Table t;
+    t.hold(kA, {"x"});
+    t.hold(kB, {"y"});
+    t.table.publish(t.event(1, "x", "e"), 0);
+    t.table.heartbeat(1);
+    CHECK(t.sink.sent[key(kA)] == "id: 1\ndata: e\n\n");
+    CHECK(t.sink.sent[key(kB)] == ":\n\n");
+    t.table.heartbeat(2);
+    CHECK(t.sink.sent[key(kA)] == "id: 1\ndata: e\n\n:\n\n");
+}
+
+TEST_CASE(
+    "holds: a reader is slow when its backlog stays over the limit, not when it passes it once",
+    "[holds][limits]") {
+    HoldConfig cfg;
+    cfg.buffer_limit = 100;
+    cfg.drain_timeout = 5;
+    Table t(cfg);
+    t.hold(kA, {"x"});
+    t.sink.reader_reads = false;
+    const std::string big(60, 'b');
+    t.table.publish(t.event(1, "x", big), 10);
+    t.table.publish(t.event(2, "x", big), 10);  // over the limit, under twice it
+    CHECK(t.table.has(kA));
+    SECTION("it drains in time: not slow") {
+        t.sink.backlog[key(kA)] = 0;
+        t.table.drained(kA, 0);
+        t.table.publish(t.event(3, "x", big), 20);
+        t.table.publish(t.event(4, "x", big), 20);
+        CHECK(t.table.has(kA));
+        CHECK(t.metrics.slow_readers_closed.load() == 0);
+    }
+    SECTION("it stays over past the drain timeout: closed at the next write") {
+        t.table.heartbeat(11);  // it wrote since the last tick: no heartbeat yet
+        t.table.heartbeat(14.9);
+        CHECK(t.table.has(kA));
+        t.table.heartbeat(15.1);
+        CHECK_FALSE(t.table.has(kA));
+        CHECK(t.sink.closed_now[key(kA)]);
+        CHECK(t.metrics.slow_readers_closed.load() == 1);
+    }
+    SECTION("it passes twice the limit: closed at once") {
+        t.table.publish(t.event(3, "x", big), 10);
+        t.table.publish(t.event(4, "x", big), 10);
+        CHECK_FALSE(t.table.has(kA));
+        CHECK(t.metrics.slow_readers_closed.load() == 1);
+    }
+}
+
+TEST_CASE("holds: a dropped hold gets a retry hint, then nothing, and ends after it drains",
+          "[holds]") {
+    Table t;
+    t.hold(kA, {"x"});
+    t.hold(kB, {"x"});
+    REQUIRE(t.table.drop(kA, 2500));
+    CHECK(t.sink.sent[key(kA)] == "retry: 2500\n\n");
+    CHECK(t.sink.closing[key(kA)]);
+    CHECK_FALSE(t.table.drop(kA, 2500));  // once
+    t.table.publish(t.event(1, "x", "e"), 0);
+    CHECK(t.sink.sent[key(kA)] == "retry: 2500\n\n");
+    CHECK(t.sink.sent[key(kB)] == "id: 1\ndata: e\n\n");
+    CHECK(t.table.holding("x") == std::vector<SlotRef>{kB});
+    t.table.heartbeat(1);
+    CHECK(t.sink.sent[key(kA)] == "retry: 2500\n\n");
+}
+
+TEST_CASE("holds: an event fans out to fifty holds on one channel", "[holds]") {
+    Table t;
+    for (uint32_t i = 1; i <= 50; ++i) t.hold(SlotRef{i, 1}, {"x"});
+    t.table.publish(t.event(7, "x", "fan"), 0);
+    for (uint32_t i = 1; i <= 50; ++i)
+        CHECK(t.sink.sent[key(SlotRef{i, 1})] == "id: 7\ndata: fan\n\n");
+    CHECK(t.metrics.events_delivered.load() == 50);
+}

@@ -1,0 +1,120 @@
+// The test rig shared by test_server, test_hold_loop and the hold-order
+// property: a real Server on a real Loop with its two queues, clients on
+// socketpairs whose other end the server adopts, and the loop stepped by the
+// test (never a bare sleep). No assertions here: helpers answer, the test
+// (Catch2 or RapidCheck) asserts.
+#pragma once
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "bus/channel.hpp"
+#include "server/server.hpp"
+
+namespace m0::testing {
+
+// The client end of a connection.
+struct SocketClient {
+    int fd = -1;
+    SlotRef slot;
+    std::string in;  // received, not yet taken
+    bool eof = false;
+
+    explicit SocketClient(int f) : fd(f) {
+        int fl = ::fcntl(fd, F_GETFL);
+        ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    }
+    ~SocketClient() {
+        if (fd >= 0) ::close(fd);
+    }
+    SocketClient(const SocketClient&) = delete;
+    SocketClient& operator=(const SocketClient&) = delete;
+
+    // Small writes: they fit the socket buffer at once. False on an error.
+    bool send(std::string_view s) {
+        size_t off = 0;
+        while (off < s.size()) {
+            ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+            if (n <= 0) return false;
+            off += size_t(n);
+        }
+        return true;
+    }
+    // Reads whatever arrived, without blocking.
+    void pump() {
+        char buf[65536];
+        for (;;) {
+            ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) {
+                in.append(buf, size_t(n));
+                continue;
+            }
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) eof = true;
+            break;
+        }
+    }
+    void close() {
+        ::close(fd);
+        fd = -1;
+    }
+};
+
+// A Server on a Loop. With `realtime`, the server has the bus channel.
+struct ServerRig {
+    Loop loop;
+    CompletionRing ring;
+    Metrics metrics;
+    bus::BusChannel bus;
+    std::unique_ptr<server::Server> server;
+
+    explicit ServerRig(server::ServerConfig cfg = {}, bool realtime = false) {
+        // A write to a closed peer must be an error return, not a signal.
+        std::signal(SIGPIPE, SIG_IGN);
+        server = std::make_unique<server::Server>(loop, std::move(cfg), ring,
+                                                  realtime ? &bus : nullptr, metrics);
+    }
+    virtual ~ServerRig() { server.reset(); }
+    ServerRig(const ServerRig&) = delete;
+    ServerRig& operator=(const ServerRig&) = delete;
+
+    // A client whose socketpair end the server adopts; null if socketpair failed.
+    std::unique_ptr<SocketClient> connect(bool admin = false) {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return nullptr;
+        auto c = std::make_unique<SocketClient>(sv[1]);
+        c->slot = server->adopt(sv[0], "127.0.0.1", 1, admin);
+        return c;
+    }
+    bool step_until(const std::function<bool()>& done,
+                    std::chrono::milliseconds t = std::chrono::milliseconds(3000)) {
+        return loop.run_until(done, t);
+    }
+    // Steps until `want` is in what `c` read (true), or the time is up.
+    bool read_until(SocketClient& c, std::string_view want,
+                    std::chrono::milliseconds t = std::chrono::milliseconds(3000)) {
+        return step_until(
+            [&] {
+                c.pump();
+                return c.in.find(want) != std::string::npos;
+            },
+            t);
+    }
+    bool wait_eof(SocketClient& c, std::chrono::milliseconds t = std::chrono::milliseconds(3000)) {
+        return step_until(
+            [&] {
+                c.pump();
+                return c.eof;
+            },
+            t);
+    }
+};
+
+}  // namespace m0::testing
