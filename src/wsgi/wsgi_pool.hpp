@@ -14,6 +14,10 @@
 // The app's close() is always called (PEP 3333). An exception before the
 // head is out is a 500 with the traceback in the log; after, the connection is
 // closed so a truncated body never looks complete.
+// start_response and the write callable it returns belong to their request:
+// an app that keeps them and calls them later gets RuntimeError, and no other
+// request's answer changes (they reach the job through a link the job clears,
+// under the GIL, when it ends).
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
