@@ -19,6 +19,7 @@
 
 #include "http/message.hpp"
 #include "loop/notify_queue.hpp"
+#include "pool/admission.hpp"
 #include "pool/slot.hpp"
 
 namespace m0 {
@@ -87,6 +88,9 @@ struct Completion {
 // (neither a capacity nor close() is reachable through this type), so a push
 // cannot fail and answers nothing to check: a pool thread's completion always
 // reaches the loop, which drops it there if its slot has left.
+// It also carries the one signal that goes the other way, loop -> pool: the
+// cancel flags of dispatched requests (see admission.hpp), armed by the pools'
+// submit() and set by the server when a client leaves.
 class CompletionRing : private NotifyQueue<Completion> {
     using Base = NotifyQueue<Completion>;
 
@@ -101,6 +105,8 @@ class CompletionRing : private NotifyQueue<Completion> {
     using Base::observer;
     using Base::peek;
     using Base::size;
+
+    CancelBoard cancels;  // loop thread only
 };
 
 }  // namespace m0

@@ -309,3 +309,27 @@ TEST_CASE("wsgi pool: a start_response kept from an earlier request raises and c
           "write() called after its request ended");
     CHECK(rig.pool.raised.load() == 0);
 }
+
+TEST_CASE("wsgi pool: a request whose client left before a thread took it is not run",
+          "[wsgi][pool]") {
+    Rig rig;
+    wsgi::WsgiPool wp(0, rig.h);  // manual: the test runs each job
+    PyObject* a = app("sized_app");
+    auto request = [] {
+        http::Request r;
+        r.method = "GET";
+        r.path_info = "/";
+        return r;
+    };
+    REQUIRE(wp.submit(a, {1, 1}, request()) == Admission::queued);
+    REQUIRE(wp.submit(a, {2, 1}, request()) == Admission::queued);
+    rig.ring.cancels.cancel({1, 1});  // what the loop does when slot 1's client leaves
+    REQUIRE(wp.pool().run_next());
+    CHECK_FALSE(wp.pool().run_next());
+    std::deque<Completion> out;
+    rig.ring.drain(out);
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().slot == SlotRef{2, 1});
+    CHECK(out.front().response.body == "hello");
+    CHECK(wp.pool().skipped.load() == 1);
+}

@@ -29,9 +29,12 @@ namespace m0::wsgi {
 
 class WsgiPool {
   public:
-    WsgiPool(size_t threads, hold::Handoff handoff);
-    // Queues the request for `app` (a strong reference the caller keeps alive).
-    bool submit(PyObject* app, SlotRef slot, http::Request req);
+    // max_queued: the bound of jobs waiting for a thread (--max-queued).
+    WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued = Pool::kUnbounded);
+    // Loop thread. Queues the request for `app` (a strong reference the caller
+    // keeps alive), with a cancel flag armed on the handoff's ring for `slot`;
+    // or says why not.
+    Admission submit(PyObject* app, SlotRef slot, http::Request req);
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 
