@@ -16,13 +16,14 @@ so the view's exception reaches the server.
 import os
 import re
 import socket
+import struct
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
     DJANGO_ARGS, HOST, Conn, Fail, Smoke, build_request, check, check_error,
-    check_server_headers, chunked, form_body, free_port, http, sha256, short)
+    check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short)
 
 SCRIPT = "10-basic"
 MIB = 1 << 20
@@ -584,6 +585,85 @@ def phase30(ctx):
     check_error(r, 409, "/native/stream")
     r = c.request("GET", "/native/hello")
     check(r.status == 200, "/native/hello after the refusals: %s" % r.summary())
+
+
+def reset(conn):
+    """The client leaves with a reset (SO_LINGER 0), which the server sees at once."""
+    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
+
+
+def wait_wsgi_metric(srv, name, at_least, timeout, what):
+    """Polls /metrics until name{pool="wsgi"} >= at_least; returns the value."""
+    key = '%s{pool="wsgi"}' % name
+    deadline = time.monotonic() + timeout
+    last = None
+    for _ in range(int(timeout / 0.05) + 2):
+        last = metric(metrics(srv.admin), key)
+        if last >= at_least:
+            return last
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    raise Fail("%s: %s is %g, want >= %g (polled %.1fs)" % (what, key, last, at_least, timeout))
+
+
+@smoke.phase(31, "abandoned requests are not run: 1 blocking thread, 20 clients ask /slow?s=2 and "
+                 "reset; a fresh request is answered in seconds, not after 40 s of slow views")
+def phase31(ctx):
+    srv = server(ctx, ["--blocking-threads", "1"], admin=True)
+    srv.require_own("it needs --blocking-threads 1 and an admin listener")
+    n, slow = 20, 2.0
+    conns = []
+    for i in range(n):
+        c = ctx.connect(srv)
+        c.send(build_request("GET", "/slow?s=%g&client=%d" % (slow, i)))
+        conns.append(c)
+    # The first takes the only thread for 2 s; the other 19 wait behind it.
+    wait_wsgi_metric(srv, "m0_pool_queued_jobs", n - 1, slow / 2, "%d clients queued" % (n - 1))
+    for c in conns:
+        reset(c)
+    t0 = time.monotonic()
+    r = http(srv.addr, "GET", "/slow?s=0", timeout=n * slow)
+    took = time.monotonic() - t0
+    check(r.status == 200, "the fresh request: %s %s" % (r.summary(), short(r.body, 160)))
+    # Only the one running view may delay it; the 19 abandoned ones are not run.
+    check(took < n * slow / 4, "the fresh request took %.1fs behind %d abandoned %gs views" % (
+        took, n, slow))
+    ms = metrics(srv.admin)
+    skipped = metric(ms, 'm0_pool_skipped_total{pool="wsgi"}')
+    check(skipped == n - 1, "m0_pool_skipped_total{pool=\"wsgi\"} is %g, want %d" % (skipped, n - 1))
+    check(metric(ms, 'm0_pool_queue_wait_seconds_count{pool="wsgi"}') >= 2,
+          "the queue wait counted fewer than the 2 jobs run")
+
+
+@smoke.phase(32, "--max-queued 2 with 1 blocking thread: a 4th waiting request is 503 'too many "
+                 "queued requests' with Retry-After; the queued three are answered")
+def phase32(ctx):
+    srv = server(ctx, ["--blocking-threads", "1", "--max-queued", "2"], admin=True)
+    srv.require_own("it needs --blocking-threads 1 --max-queued 2 and an admin listener")
+    first = ctx.connect(srv)
+    first.send(build_request("GET", "/slow?s=1.5"))
+    wait_wsgi_metric(srv, "m0_pool_busy_threads", 1, 1.0, "the slow view running")
+    queued = []
+    for i in range(2):
+        c = ctx.connect(srv)
+        c.send(build_request("GET", "/slow?s=0&queued=%d" % i))
+        queued.append(c)
+    wait_wsgi_metric(srv, "m0_pool_queued_jobs", 2, 1.0, "two requests queued")
+    c = ctx.connect(srv)
+    r = c.request("GET", "/echo")
+    check_error(r, 503, "a request past --max-queued 2")
+    check(r.body == b"too many queued requests\n", "503 body %s" % short(r.body))
+    check(r.header("retry-after") == "1", "Retry-After %r, want '1'" % r.header("retry-after"))
+    check(c.wait_eof(3.0), "connection not closed after the 503")
+    rejected = metric(metrics(srv.admin), 'm0_pool_rejected_total{pool="wsgi"}')
+    check(rejected == 1, "m0_pool_rejected_total{pool=\"wsgi\"} is %g, want 1" % rejected)
+    r = first.read_response("GET", 5)
+    check(r.status == 200, "the running request: %s" % r.summary())
+    for q in queued:
+        r = q.read_response("GET", 5)
+        check(r.status == 200, "a queued request: %s" % r.summary())
 
 
 if __name__ == "__main__":

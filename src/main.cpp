@@ -37,6 +37,7 @@ const char* kUsage =
                               or a compiled-in mojo mount name (mojo)
   --blocking-threads N        WSGI pool threads (default 4)
   --mojo-threads N            mojo pool threads (default 2)
+  --max-queued N              jobs waiting per pool; past it, 503 (default 1024)
   --chdir DIR                 change directory first; DIR goes on sys.path
   --pythonpath DIR            repeatable; prepended to sys.path
   --log-level LEVEL           debug, info, warn, error (default info)
@@ -76,6 +77,11 @@ struct Options {
     uint16_t port = 8000;
     std::vector<MountSpec> mounts;
     size_t blocking_threads = 4, mojo_threads = 2;
+    // Per pool. As many as the default --max-connections: each connection has
+    // at most one request in a pool, so at the defaults no live client is
+    // refused for the queue, while a raised --max-connections (or a lowered
+    // bound) cannot let the queue, and the wait behind it, grow without end.
+    size_t max_queued = 1024;
     std::string chdir;
     std::vector<std::string> pythonpath;
     m0::log::Level level = m0::log::Level::info;
@@ -164,6 +170,8 @@ Options parse(int argc, char** argv) {
             o.blocking_threads = parse_number<size_t>(a, value(), 1, 1024);
         } else if (a == "--mojo-threads") {
             o.mojo_threads = parse_number<size_t>(a, value(), 1, 1024);
+        } else if (a == "--max-queued") {
+            o.max_queued = parse_number<size_t>(a, value(), 1, 10000000);
         } else if (a == "--chdir") {
             o.chdir = value();
         } else if (a == "--pythonpath") {
@@ -286,8 +294,10 @@ int main(int argc, char** argv) {
     m0::mojo::MojoEnv env{grant_keys ? &*grant_keys : nullptr};
     std::unique_ptr<m0::wsgi::WsgiPool> wsgi_pool;
     std::unique_ptr<m0::mojo::MojoPool> mojo_pool;
-    if (any_wsgi) wsgi_pool = std::make_unique<m0::wsgi::WsgiPool>(o.blocking_threads, handoff);
-    if (any_mojo) mojo_pool = std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, handoff);
+    if (any_wsgi)
+        wsgi_pool = std::make_unique<m0::wsgi::WsgiPool>(o.blocking_threads, handoff, o.max_queued);
+    if (any_mojo)
+        mojo_pool = std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, handoff, o.max_queued);
     std::vector<std::unique_ptr<m0::mojo::Handler>> handlers;
     double grace_deadline = 0;
 

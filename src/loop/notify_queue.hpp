@@ -37,8 +37,9 @@ class NotifyQueue {
     NotifyQueue& operator=(const NotifyQueue&) = delete;
 
     // Returns false (and leaves `item` unmoved-from in effect) when the queue is
-    // closed or full.
-    bool push(T&& item) {
+    // closed or full. Dropping that answer would drop the item silently: the
+    // caller must turn a refusal into an error answer.
+    [[nodiscard]] bool push(T&& item) {
         return push_with([&]() -> T&& { return std::move(item); });
     }
 
@@ -46,7 +47,7 @@ class NotifyQueue {
     // event id) in the same critical section that fixes the item's position.
     // make() is called only when the push will succeed.
     template <class Make>
-    bool push_with(Make&& make) {
+    [[nodiscard]] bool push_with(Make&& make) {
         bool wake = false;
         {
             std::lock_guard lock(mu_);

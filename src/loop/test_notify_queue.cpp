@@ -47,8 +47,8 @@ TEST_CASE("notify queue: drain moves every item and appends to what the caller h
           "[loop][queue]") {
     NotifyQueue<std::string> q;
     SECTION("into an empty deque") {
-        q.push("a");
-        q.push("b");
+        REQUIRE(q.push("a"));
+        REQUIRE(q.push("b"));
         std::deque<std::string> out;
         CHECK(q.drain(out) == 2);
         CHECK(out == std::deque<std::string>{"a", "b"});
@@ -56,8 +56,8 @@ TEST_CASE("notify queue: drain moves every item and appends to what the caller h
         CHECK(q.peek().empty());
     }
     SECTION("appended after items already held") {
-        q.push("c");
-        q.push("d");
+        REQUIRE(q.push("c"));
+        REQUIRE(q.push("d"));
         std::deque<std::string> out{"x"};
         CHECK(q.drain(out) == 2);
         CHECK(out == std::deque<std::string>{"x", "c", "d"});
@@ -69,10 +69,10 @@ TEST_CASE("notify queue: drain moves every item and appends to what the caller h
         CHECK(out.empty());
     }
     SECTION("the queue is usable after a drain") {
-        q.push("1");
+        REQUIRE(q.push("1"));
         std::deque<std::string> out;
         q.drain(out);
-        q.push("2");
+        REQUIRE(q.push("2"));
         CHECK(q.peek() == std::deque<std::string>{"2"});
     }
 }
@@ -99,7 +99,7 @@ TEST_CASE("notify queue: a push over capacity is refused and leaves the queue as
 
 TEST_CASE("notify queue: every push after close is refused", "[loop][queue]") {
     NotifyQueue<int> q;
-    q.push(1);
+    REQUIRE(q.push(1));
     CHECK_FALSE(q.closed());
     q.close();
     CHECK(q.closed());
@@ -122,24 +122,24 @@ TEST_CASE("notify queue: the eventfd becomes readable only on the empty to non-e
     CHECK_FALSE(readable(q.fd()));
 
     SECTION("a first push wakes, a drain clears") {
-        q.push(1);
+        REQUIRE(q.push(1));
         CHECK(readable(q.fd()));
         std::deque<int> out;
         q.drain(out);
         CHECK_FALSE(readable(q.fd()));
-        q.push(2);
+        REQUIRE(q.push(2));
         CHECK(readable(q.fd()));
     }
     SECTION("pushes onto a non-empty queue do not wake again") {
-        q.push(1);
+        REQUIRE(q.push(1));
         REQUIRE(readable(q.fd()));
         clear_fd(q.fd());  // the consumer saw the wake but has not drained yet
-        q.push(2);
-        q.push(3);
+        REQUIRE(q.push(2));
+        REQUIRE(q.push(3));
         CHECK_FALSE(readable(q.fd()));
         std::deque<int> out;
         CHECK(q.drain(out) == 3);
-        q.push(4);  // empty again: this one wakes
+        REQUIRE(q.push(4));  // empty again: this one wakes
         CHECK(readable(q.fd()));
     }
     SECTION("a refused push does not wake") {
@@ -148,7 +148,7 @@ TEST_CASE("notify queue: the eventfd becomes readable only on the empty to non-e
         CHECK_FALSE(readable(q.fd()));
     }
     SECTION("the eventfd counter is 1 after a burst of pushes") {
-        for (int i = 0; i < 10; ++i) q.push(int(i));
+        for (int i = 0; i < 10; ++i) REQUIRE(q.push(int(i)));
         uint64_t v = 0;
         REQUIRE(::read(q.fd(), &v, sizeof v) == sizeof v);
         CHECK(v == 1);
@@ -160,8 +160,8 @@ TEST_CASE("notify queue: the observer sees each push under the lock with the new
     NotifyQueue<int> q;
     std::vector<std::pair<int, size_t>> seen;
     q.observer = [&](const int& item, size_t size) { seen.emplace_back(item, size); };
-    q.push(7);
-    q.push(8);
+    REQUIRE(q.push(7));
+    REQUIRE(q.push(8));
     CHECK(seen == std::vector<std::pair<int, size_t>>{{7, 1}, {8, 2}});
 }
 

@@ -4,14 +4,17 @@
 
 namespace m0::mojo {
 
-MojoPool::MojoPool(size_t threads, hold::Handoff handoff)
-    : handoff_(std::move(handoff)), pool_("mojo", threads) {}
+MojoPool::MojoPool(size_t threads, hold::Handoff handoff, size_t max_queued)
+    : handoff_(std::move(handoff)), pool_("mojo", threads, max_queued) {}
 
-bool MojoPool::submit(Handler& handler, SlotRef slot, http::Request req) {
+Admission MojoPool::submit(Handler& handler, SlotRef slot, http::Request req) {
     auto shared = std::make_shared<http::Request>(std::move(req));
-    return pool_.submit([this, &handler, slot, shared](size_t thread) {
-        serve_job(handoff_, pool_, handler, slot, *shared, thread);
-    });
+    auto cancel = handoff_.ring ? handoff_.ring->cancels.arm(slot) : nullptr;
+    return pool_.submit(
+        [this, &handler, slot, shared](size_t thread) {
+            serve_job(handoff_, pool_, handler, slot, *shared, thread);
+        },
+        std::move(cancel));
 }
 
 void serve_job(const hold::Handoff& h, Pool& pool, Handler& handler, SlotRef slot,

@@ -18,12 +18,14 @@ namespace m0::mojo {
 
 class MojoPool {
   public:
-    // threads == 0: a manual pool (tests call pool().run_next()).
-    MojoPool(size_t threads, hold::Handoff handoff);
+    // threads == 0: a manual pool (tests call pool().run_next()). max_queued:
+    // the bound of jobs waiting for a thread (--max-queued).
+    MojoPool(size_t threads, hold::Handoff handoff, size_t max_queued = Pool::kUnbounded);
 
-    // Queues the request for `handler` (which must outlive the pool); false
-    // when the pool is stopping.
-    bool submit(Handler& handler, SlotRef slot, http::Request req);
+    // Loop thread. Queues the request for `handler` (which must outlive the
+    // pool), with a cancel flag armed on the handoff's ring for `slot`; or
+    // says why not (stopping, full).
+    Admission submit(Handler& handler, SlotRef slot, http::Request req);
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 

@@ -45,7 +45,7 @@ struct Rig {
         r.path_info = path_info;
         r.query = query;
         r.headers = std::move(headers);
-        REQUIRE(pool->submit(handler, slot, std::move(r)));
+        REQUIRE(pool->submit(handler, slot, std::move(r)) == Admission::queued);
         REQUIRE(pool->pool().run_next());
         std::deque<Completion> out;
         REQUIRE(ring.drain(out) == 1);
@@ -277,4 +277,25 @@ TEST_CASE(
         }
         CHECK(bus.queued() == 0);
     }
+}
+
+TEST_CASE("mojo pool: a request whose client left before a thread took it is not run",
+          "[mojo][pool]") {
+    Rig rig;
+    auto request = [] {
+        http::Request r;
+        r.method = "GET";
+        r.path_info = "/hello";
+        return r;
+    };
+    REQUIRE(rig.pool->submit(rig.handler, {1, 1}, request()) == Admission::queued);
+    REQUIRE(rig.pool->submit(rig.handler, {2, 1}, request()) == Admission::queued);
+    rig.ring.cancels.cancel({1, 1});  // what the loop does when slot 1's client leaves
+    REQUIRE(rig.pool->pool().run_next());
+    CHECK_FALSE(rig.pool->pool().run_next());
+    std::deque<Completion> out;
+    rig.ring.drain(out);
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().slot == SlotRef{2, 1});
+    CHECK(rig.pool->pool().skipped.load() == 1);
 }

@@ -12,12 +12,14 @@
 // waits while that is above the high-water mark.
 #pragma once
 #include <condition_variable>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "http/message.hpp"
 #include "loop/notify_queue.hpp"
+#include "pool/admission.hpp"
 #include "pool/slot.hpp"
 
 namespace m0 {
@@ -82,6 +84,29 @@ struct Completion {
     std::shared_ptr<StreamState> stream;  // head, chunk, end
 };
 
-using CompletionRing = NotifyQueue<Completion>;
+// The completion ring: pool threads -> the loop. Unbounded and never closed
+// (neither a capacity nor close() is reachable through this type), so a push
+// cannot fail and answers nothing to check: a pool thread's completion always
+// reaches the loop, which drops it there if its slot has left.
+// It also carries the one signal that goes the other way, loop -> pool: the
+// cancel flags of dispatched requests (see admission.hpp), armed by the pools'
+// submit() and set by the server when a client leaves.
+class CompletionRing : private NotifyQueue<Completion> {
+    using Base = NotifyQueue<Completion>;
+
+  public:
+    CompletionRing() = default;
+
+    void push(Completion&& c) {
+        if (!Base::push(std::move(c))) std::abort();  // unreachable: no capacity, no close
+    }
+    using Base::drain;
+    using Base::fd;
+    using Base::observer;
+    using Base::peek;
+    using Base::size;
+
+    CancelBoard cancels;  // loop thread only
+};
 
 }  // namespace m0

@@ -4,9 +4,10 @@
 
 namespace m0 {
 
-Pool::Pool(std::string name, size_t threads, std::function<void()> thread_init,
+Pool::Pool(std::string name, size_t threads, size_t max_queued, std::function<void()> thread_init,
            std::function<void()> thread_exit)
     : name_(std::move(name)),
+      max_queued_(max_queued),
       thread_init_(std::move(thread_init)),
       thread_exit_(std::move(thread_exit)) {
     threads_.reserve(threads);
@@ -15,14 +16,39 @@ Pool::Pool(std::string name, size_t threads, std::function<void()> thread_init,
 
 Pool::~Pool() { stop(); }
 
-bool Pool::submit(Job job) {
+Admission Pool::submit(Job job, std::shared_ptr<const CancelFlag> cancel) {
     {
         std::lock_guard lock(mu_);
-        if (stopping_) return false;
-        queue_.push_back(std::move(job));
+        if (stopping_) return Admission::stopping;
+        if (queue_.size() >= max_queued_) {
+            // Jobs whose client left hold no place: drop them before refusing.
+            size_t gone = std::erase_if(queue_, [](const Queued& q) { return q.abandoned(); });
+            skipped.fetch_add(gone);
+        }
+        if (queue_.size() >= max_queued_) {
+            rejected.fetch_add(1);
+            return Admission::full;
+        }
+        queue_.push_back({std::move(job), std::move(cancel), Clock::now()});
     }
     cv_.notify_one();
-    return true;
+    return Admission::queued;
+}
+
+Pool::Job Pool::take_locked() {
+    while (!queue_.empty()) {
+        Queued q = std::move(queue_.front());
+        queue_.pop_front();
+        if (q.abandoned()) {
+            skipped.fetch_add(1);
+            continue;
+        }
+        auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - q.since);
+        wait_ns.fetch_add(static_cast<uint64_t>(waited.count()));
+        waits.fetch_add(1);
+        return std::move(q.job);
+    }
+    return {};
 }
 
 void Pool::run(Job& job, size_t index) {
@@ -41,10 +67,9 @@ bool Pool::run_next() {
     Job job;
     {
         std::lock_guard lock(mu_);
-        if (queue_.empty()) return false;
-        job = std::move(queue_.front());
-        queue_.pop_front();
+        job = take_locked();
     }
+    if (!job) return false;
     run(job, 0);
     return true;
 }
@@ -58,9 +83,11 @@ void Pool::worker(size_t index) {
             cv_.wait(lock, [&] {
                 return (!paused_ && !queue_.empty()) || (stopping_ && queue_.empty());
             });
-            if (queue_.empty()) break;  // stopping, nothing left
-            job = std::move(queue_.front());
-            queue_.pop_front();
+            job = take_locked();
+            if (!job) {
+                if (stopping_) break;  // nothing left
+                continue;              // only abandoned jobs were queued
+            }
         }
         run(job, index);
     }

@@ -52,6 +52,29 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
     for (const Pool* p : pools)
         o.append("m0_pool_queued_jobs{pool=\"" + p->name() + "\"} " + std::to_string(p->queued()) +
                  "\n");
+    o.append(
+        "# HELP m0_pool_rejected_total Requests answered 503: the queue was full "
+        "(--max-queued).\n");
+    o.append("# TYPE m0_pool_rejected_total counter\n");
+    for (const Pool* p : pools)
+        o.append("m0_pool_rejected_total{pool=\"" + p->name() + "\"} " +
+                 std::to_string(p->rejected.load()) + "\n");
+    o.append("# HELP m0_pool_skipped_total Queued jobs not run: their client had left.\n");
+    o.append("# TYPE m0_pool_skipped_total counter\n");
+    for (const Pool* p : pools)
+        o.append("m0_pool_skipped_total{pool=\"" + p->name() + "\"} " +
+                 std::to_string(p->skipped.load()) + "\n");
+    o.append(
+        "# HELP m0_pool_queue_wait_seconds Time from submit until a thread took the job "
+        "to run it.\n");
+    o.append("# TYPE m0_pool_queue_wait_seconds summary\n");
+    for (const Pool* p : pools) {
+        const double sum = static_cast<double>(p->wait_ns.load()) / 1e9;
+        o.append("m0_pool_queue_wait_seconds_sum{pool=\"" + p->name() + "\"} " +
+                 std::to_string(sum) + "\n");
+        o.append("m0_pool_queue_wait_seconds_count{pool=\"" + p->name() + "\"} " +
+                 std::to_string(p->waits.load()) + "\n");
+    }
     return o;
 }
 

@@ -226,10 +226,14 @@ void Server::dispatch(Conn& c, Request req) {
     req.script_name = mount->prefix;
     req.path_info = percent_decode(std::string_view(req.path).substr(mount->prefix.size()), false);
     c.phase = Phase::waiting;
-    if (!mount->submit(c.slot, std::move(req))) {
+    const Admission admitted = mount->submit(c.slot, std::move(req));
+    if (admitted != Admission::queued) {
         c.phase = Phase::reading;
         c.keep_alive = false;
-        Response r = error_response(503, "server is shutting down");
+        const bool full = admitted == Admission::full;
+        Response r =
+            error_response(503, full ? "too many queued requests" : "server is shutting down");
+        if (full) r.headers.add("Retry-After", "1");
         send_whole(c, r);
         finish_request(c);
     }
@@ -360,6 +364,7 @@ void Server::close_conn(Conn& c) {
     SlotRef slot = c.slot;
     holds_.release(slot);
     if (c.stream) c.stream->cancel();
+    ring_.cancels.cancel(slot);  // a job still queued for this client is not run
     event_free(c.timer);
     bufferevent_free(c.bev);
     auto& entry = slots_[slot.index];

@@ -71,8 +71,10 @@ struct ServerConfig {
     std::string server_header = "m0serve/" M0_VERSION;
 };
 
-// Hands a routed request to a pool; false when the pool will not take it.
-using SubmitFn = std::function<bool(SlotRef, http::Request&&)>;
+// Hands a routed request to a pool: queued, or why the pool will not take it
+// (the server answers 503: "server is shutting down", or "too many queued
+// requests" with Retry-After).
+using SubmitFn = std::function<Admission(SlotRef, http::Request&&)>;
 
 class Server final : private HoldSink {
   public:

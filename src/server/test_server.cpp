@@ -13,6 +13,7 @@
 #include <chrono>
 #include <csignal>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -153,7 +154,7 @@ struct Rig : ServerRig {
             seen.push_back({prefix, s, std::move(r)});
             Request copy = seen.back().req;
             app(s, copy);
-            return true;
+            return Admission::queued;
         });
     }
     void post(SlotRef s, Response r) {
@@ -161,7 +162,7 @@ struct Rig : ServerRig {
         c.kind = Completion::Kind::response;
         c.slot = s;
         c.response = std::move(r);
-        REQUIRE(ring.push(std::move(c)));
+        ring.push(std::move(c));
     }
     void post_kind(SlotRef s, Completion::Kind kind, std::shared_ptr<StreamState> st,
                    Response r = {}, std::string data = {}, bool aborted = false) {
@@ -172,7 +173,7 @@ struct Rig : ServerRig {
         c.data = std::move(data);
         c.aborted = aborted;
         c.stream = std::move(st);
-        REQUIRE(ring.push(std::move(c)));
+        ring.push(std::move(c));
     }
 
     std::unique_ptr<Client> connect(bool admin = false) {
@@ -495,13 +496,57 @@ TEST_CASE("server: routing takes the longest mount prefix on a path-segment boun
 
 TEST_CASE("server: a mount that refuses the job answers 503 and closes", "[http][server]") {
     Rig rig({}, {});
-    rig.server->add_mount("/", [](SlotRef, Request&&) { return false; });
+    rig.server->add_mount("/", [](SlotRef, Request&&) { return Admission::stopping; });
     auto c = rig.connect();
     c->send(kGet);
     Reply r = rig.reply(*c);
     CHECK(r.status == 503);
+    CHECK(r.body == "server is shutting down\n");
+    CHECK_FALSE(r.headers.has("Retry-After"));
     CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
     CHECK(rig.wait_eof(*c));
+}
+
+TEST_CASE("server: a mount whose queue is full answers 503 with Retry-After and says so",
+          "[http][server]") {
+    Rig rig({}, {});
+    rig.server->add_mount("/", [](SlotRef, Request&&) { return Admission::full; });
+    auto c = rig.connect();
+    c->send(kGet);
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 503);
+    CHECK(r.body == "too many queued requests\n");
+    CHECK(r.headers.get("Retry-After") == std::optional<std::string_view>("1"));
+    CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK(rig.wait_eof(*c));
+}
+
+TEST_CASE("server: a client that resets while its request is queued cancels that request only",
+          "[http][server]") {
+    Rig rig({}, {});
+    // The mount queues and never answers; each request's flag by client port.
+    std::map<uint16_t, std::shared_ptr<const CancelFlag>> flags;
+    rig.server->add_mount("/", [&](SlotRef s, Request&& r) {
+        flags[r.remote_port] = rig.ring.cancels.arm(s);
+        return Admission::queued;
+    });
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    auto leaving = tcp_connect(rig.server->bound_port(false));
+    auto staying = tcp_connect(rig.server->bound_port(false));
+    const uint16_t leaving_port = local_port(leaving->fd), staying_port = local_port(staying->fd);
+    leaving->send(kGet);
+    staying->send(kGet);
+    REQUIRE(rig.step_until([&] { return flags.size() == 2; }));
+    REQUIRE(flags.count(leaving_port) == 1);
+    REQUIRE(flags.count(staying_port) == 1);
+    CHECK_FALSE(flags[leaving_port]->cancelled());
+    linger hard{1, 0};  // close with a reset: the server sees the client leave
+    REQUIRE(::setsockopt(leaving->fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard) == 0);
+    leaving->close();
+    REQUIRE(rig.step_until([&] { return rig.server->connections() == 1; }));
+    CHECK(flags[leaving_port]->cancelled());
+    CHECK_FALSE(flags[staying_port]->cancelled());
 }
 
 // ---- limits and timeouts ---------------------------------------------------------

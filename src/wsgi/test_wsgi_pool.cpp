@@ -66,6 +66,26 @@ def boom_app(environ, start_response):
 def bad_hold_app(environ, start_response):
     start_response('200 OK', [('M0-Hold', 'sometimes'), ('M0-Channel', 'a')])
     return [b'']
+
+kept = {}
+
+def keeping_app(environ, start_response):
+    # ?keep: keeps start_response and write in this module; any other request
+    # calls the kept ones, then answers with what they raised.
+    if environ['QUERY_STRING'] == 'keep':
+        kept['start_response'] = start_response
+        kept['write'] = start_response('200 OK', [('Content-Type', 'text/plain')])
+        return [b'kept']
+    said = []
+    for name, args in (('start_response', ('500 Stolen', [('X-Stolen', 'yes')])),
+                       ('write', (b'stolen',))):
+        try:
+            kept[name](*args)
+            said.append(name + ' did not raise')
+        except RuntimeError as e:
+            said.append(str(e))
+    start_response('200 OK', [('Content-Type', 'text/plain')])
+    return ['\n'.join(said).encode()]
 )PY";
 
 struct Python {
@@ -265,4 +285,51 @@ TEST_CASE("wsgi pool: an exception in the app is a 500 and the job is counted ra
     REQUIRE(out.size() == 1);
     CHECK(out.front().response.status == 500);
     CHECK(rig.pool.raised.load() == 1);
+}
+
+TEST_CASE("wsgi pool: a start_response kept from an earlier request raises and changes nothing",
+          "[wsgi][pool]") {
+    Rig rig;
+    http::Request keep;
+    keep.query = "keep";
+    auto first = rig.run("keeping_app", keep, {1, 1});
+    REQUIRE(first.size() == 1);
+    CHECK(first.front().response.body == "kept");
+    // The later request (another slot) calls the kept callables: each raises
+    // RuntimeError and its own answer is untouched.
+    auto later = rig.run("keeping_app", {}, {2, 1});
+    REQUIRE(later.size() == 1);
+    const Completion& c = later.front();
+    CHECK(c.kind == Completion::Kind::response);
+    CHECK(c.slot == SlotRef{2, 1});
+    CHECK(c.response.status == 200);
+    CHECK_FALSE(c.response.headers.has("X-Stolen"));
+    CHECK(c.response.body ==
+          "start_response called after its request ended\n"
+          "write() called after its request ended");
+    CHECK(rig.pool.raised.load() == 0);
+}
+
+TEST_CASE("wsgi pool: a request whose client left before a thread took it is not run",
+          "[wsgi][pool]") {
+    Rig rig;
+    wsgi::WsgiPool wp(0, rig.h);  // manual: the test runs each job
+    PyObject* a = app("sized_app");
+    auto request = [] {
+        http::Request r;
+        r.method = "GET";
+        r.path_info = "/";
+        return r;
+    };
+    REQUIRE(wp.submit(a, {1, 1}, request()) == Admission::queued);
+    REQUIRE(wp.submit(a, {2, 1}, request()) == Admission::queued);
+    rig.ring.cancels.cancel({1, 1});  // what the loop does when slot 1's client leaves
+    REQUIRE(wp.pool().run_next());
+    CHECK_FALSE(wp.pool().run_next());
+    std::deque<Completion> out;
+    rig.ring.drain(out);
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().slot == SlotRef{2, 1});
+    CHECK(out.front().response.body == "hello");
+    CHECK(wp.pool().skipped.load() == 1);
 }

@@ -25,8 +25,32 @@ struct Job {
     bool client_gone = false;
 };
 
-Job* job_of(PyObject* capsule) {
-    return static_cast<Job*>(PyCapsule_GetPointer(capsule, "m0.wsgi.job"));
+// What start_response and write reach their job through. The capsule behind
+// both owns the link and may outlive the job: an app can keep start_response
+// (or write) and call it during a later request, on any pool thread. The job
+// clears `job` when its request ends; every call and the clearing happen under
+// the GIL, so a late call sees null and raises instead of reaching another
+// request's answer (or the dead job's stack).
+struct JobLink {
+    Job* job = nullptr;  // guarded by the GIL; null once the request ended
+};
+
+constexpr const char* kLinkName = "m0.wsgi.job";
+
+void free_link(PyObject* capsule) {
+    delete static_cast<JobLink*>(PyCapsule_GetPointer(capsule, kLinkName));
+}
+
+// The live job behind a capsule, or null with RuntimeError set once its
+// request ended (`what` names the callable in the message).
+Job* job_of(PyObject* capsule, const char* what) {
+    auto* link = static_cast<JobLink*>(PyCapsule_GetPointer(capsule, kLinkName));
+    if (!link) return nullptr;
+    if (!link->job) {
+        PyErr_Format(PyExc_RuntimeError, "%s called after its request ended", what);
+        return nullptr;
+    }
+    return link->job;
 }
 
 PyObject* str_latin1(std::string_view s) {
@@ -77,9 +101,36 @@ bool send_chunk(Job& j, std::string data) {
     return true;
 }
 
+// PEP 3333: write(data), the callable start_response returns.
+PyObject* py_write(PyObject* self, PyObject* data) {
+    Job* jp = job_of(self, "write()");
+    if (!jp) return nullptr;
+    Job& j = *jp;
+    if (!j.started) {
+        PyErr_SetString(PyExc_AssertionError, "write() before start_response()");
+        return nullptr;
+    }
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "write() takes bytes");
+        return nullptr;
+    }
+    std::string s(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
+    if (j.hold) {
+        j.resp.body += s;
+    } else if (!send_chunk(j, std::move(s))) {
+        PyErr_SetString(PyExc_OSError, "client disconnected");
+        return nullptr;
+    }
+    Py_RETURN_NONE;
+}
+
+PyMethodDef write_def = {"write", py_write, METH_O, "PEP 3333 write(data)"};
+
 // PEP 3333: start_response(status, response_headers, exc_info=None) -> write
 PyObject* py_start_response(PyObject* self, PyObject* args) {
-    Job& j = *job_of(self);
+    Job* jp = job_of(self, "start_response");
+    if (!jp) return nullptr;
+    Job& j = *jp;
     PyObject *status, *headers, *exc_info = Py_None;
     if (!PyArg_ParseTuple(args, "OO|O:start_response", &status, &headers, &exc_info))
         return nullptr;
@@ -141,27 +192,7 @@ PyObject* py_start_response(PyObject* self, PyObject* args) {
         auto [q, e2] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
         if (e2 == std::errc() && q == cl->data() + cl->size()) j.content_length = n;
     }
-    // The write callable shares the job.
-    static PyMethodDef write_def = {"write", nullptr, METH_O, "PEP 3333 write(data)"};
-    write_def.ml_meth = [](PyObject* cap, PyObject* data) -> PyObject* {
-        Job& jj = *job_of(cap);
-        if (!jj.started) {
-            PyErr_SetString(PyExc_AssertionError, "write() before start_response()");
-            return nullptr;
-        }
-        if (!PyBytes_Check(data)) {
-            PyErr_SetString(PyExc_TypeError, "write() takes bytes");
-            return nullptr;
-        }
-        std::string s(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
-        if (jj.hold) {
-            jj.resp.body += s;
-        } else if (!send_chunk(jj, std::move(s))) {
-            PyErr_SetString(PyExc_OSError, "client disconnected");
-            return nullptr;
-        }
-        Py_RETURN_NONE;
-    };
+    // The write callable shares the capsule, so it ends with the request too.
     return PyCFunction_New(&write_def, self);
 }
 
@@ -249,14 +280,17 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
 
 }  // namespace
 
-WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff)
-    : handoff_(std::move(handoff)), pool_("wsgi", threads) {}
+WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
+    : handoff_(std::move(handoff)), pool_("wsgi", threads, max_queued) {}
 
-bool WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req) {
+Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req) {
     auto shared = std::make_shared<http::Request>(std::move(req));
-    return pool_.submit([this, app, slot, shared](size_t thread) {
-        serve_job(handoff_, pool_, app, slot, *shared, thread);
-    });
+    auto cancel = handoff_.ring ? handoff_.ring->cancels.arm(slot) : nullptr;
+    return pool_.submit(
+        [this, app, slot, shared](size_t thread) {
+            serve_job(handoff_, pool_, app, slot, *shared, thread);
+        },
+        std::move(cancel));
 }
 
 void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, http::Request& req,
@@ -272,7 +306,9 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
 
     enum class Outcome { whole, streamed, hold, failed_before_head, failed_streaming } outcome;
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject* capsule = PyCapsule_New(&j, "m0.wsgi.job", nullptr);
+    auto* link = new JobLink{&j};
+    PyObject* capsule = PyCapsule_New(link, kLinkName, free_link);
+    if (!capsule) delete link;  // the capsule owns the link only once it exists
     PyObject* start_response = capsule ? PyCFunction_New(&start_response_def, capsule) : nullptr;
     PyObject* errors = PySys_GetObject("stderr");  // borrowed
     PyObject* environ = start_response ? build_environ(req, errors ? errors : Py_None) : nullptr;
@@ -334,6 +370,9 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
         }
         Py_XDECREF(r);
     }
+    // The request ends here for start_response and write, wherever the app
+    // kept them: later calls raise (still under the GIL, before the job dies).
+    if (capsule) link->job = nullptr;
     Py_XDECREF(iter);
     Py_XDECREF(result);
     Py_XDECREF(environ);

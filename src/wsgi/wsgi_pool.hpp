@@ -14,6 +14,10 @@
 // The app's close() is always called (PEP 3333). An exception before the
 // head is out is a 500 with the traceback in the log; after, the connection is
 // closed so a truncated body never looks complete.
+// start_response and the write callable it returns belong to their request:
+// an app that keeps them and calls them later gets RuntimeError, and no other
+// request's answer changes (they reach the job through a link the job clears,
+// under the GIL, when it ends).
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,9 +29,12 @@ namespace m0::wsgi {
 
 class WsgiPool {
   public:
-    WsgiPool(size_t threads, hold::Handoff handoff);
-    // Queues the request for `app` (a strong reference the caller keeps alive).
-    bool submit(PyObject* app, SlotRef slot, http::Request req);
+    // max_queued: the bound of jobs waiting for a thread (--max-queued).
+    WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued = Pool::kUnbounded);
+    // Loop thread. Queues the request for `app` (a strong reference the caller
+    // keeps alive), with a cancel flag armed on the handoff's ring for `slot`;
+    // or says why not.
+    Admission submit(PyObject* app, SlotRef slot, http::Request req);
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 

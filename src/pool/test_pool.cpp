@@ -1,0 +1,149 @@
+// The generic pool and the completion ring: what a push into the ring can
+// answer; the queue's bound, the jobs skipped because their client left, the
+// queue wait (mostly in manual mode, threads == 0, where run_next() decides
+// when each job runs); the cancel board; and how /metrics shows them.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
+#include <thread>
+#include <type_traits>
+
+#include "pool/completion.hpp"
+#include "pool/pool.hpp"
+
+using namespace m0;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class Q>
+concept Closable = requires(Q& q) {
+    q.close();
+};
+
+Completion response_for(SlotRef s) {
+    Completion c;
+    c.slot = s;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "completion ring: a push cannot fail, so it answers nothing and the ring cannot be closed",
+    "[pool][ring]") {
+    static_assert(std::is_void_v<decltype(std::declval<CompletionRing&>().push(Completion{}))>);
+    static_assert(!Closable<CompletionRing>);
+    CompletionRing ring;
+    for (uint32_t i = 0; i < 1000; ++i) ring.push(response_for({i, 1}));
+    std::deque<Completion> out;
+    CHECK(ring.drain(out) == 1000);
+    CHECK(out.back().slot == SlotRef{999, 1});
+}
+
+TEST_CASE(
+    "pool: past max_queued a submit is refused as full and counted; stopping is its own answer",
+    "[pool]") {
+    Pool pool("wsgi", 0, 2);
+    int ran = 0;
+    auto job = [&](size_t) { ++ran; };
+    CHECK(pool.submit(job) == Admission::queued);
+    CHECK(pool.submit(job) == Admission::queued);
+    CHECK(pool.submit(job) == Admission::full);
+    CHECK(pool.submit(job) == Admission::full);
+    CHECK(pool.queued() == 2);
+    CHECK(pool.rejected.load() == 2);
+    REQUIRE(pool.run_next());
+    CHECK(ran == 1);
+    CHECK(pool.submit(job) == Admission::queued);  // a place freed by a taken job
+    pool.stop();
+    CHECK(pool.submit(job) == Admission::stopping);
+    CHECK(pool.rejected.load() == 2);  // a refusal while stopping is not a full queue
+}
+
+TEST_CASE("pool: a job whose client left before a thread took it is not run, and counted skipped",
+          "[pool]") {
+    CancelBoard board;
+    Pool pool("wsgi", 0);
+    std::vector<int> ran;
+    REQUIRE(pool.submit([&](size_t) { ran.push_back(1); }, board.arm({1, 1})) == Admission::queued);
+    REQUIRE(pool.submit([&](size_t) { ran.push_back(2); }, board.arm({2, 1})) == Admission::queued);
+    REQUIRE(pool.submit([&](size_t) { ran.push_back(3); }) == Admission::queued);  // no flag
+    board.cancel({1, 1});  // the loop released slot 1: its client left
+    REQUIRE(pool.run_next());
+    CHECK(ran == std::vector<int>{2});
+    CHECK(pool.skipped.load() == 1);
+    REQUIRE(pool.run_next());
+    CHECK(ran == std::vector<int>{2, 3});
+    CHECK_FALSE(pool.run_next());
+    CHECK(pool.completed.load() == 2);
+    CHECK(pool.waits.load() == 2);  // only jobs taken to run count a queue wait
+}
+
+TEST_CASE("pool: with threads, jobs whose clients left while every thread was busy are not run",
+          "[pool]") {
+    CancelBoard board;
+    Pool pool("wsgi", 1);
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    std::atomic<bool> blocking{false};
+    std::atomic<int> ran{0};
+    REQUIRE(pool.submit([&](size_t) {
+        blocking = true;
+        released.wait();
+    }) == Admission::queued);
+    for (uint32_t i = 1; i <= 50; ++i)
+        REQUIRE(pool.submit([&](size_t) { ++ran; }, board.arm({i, 1})) == Admission::queued);
+    for (uint32_t i = 1; i <= 50; ++i)
+        if (i != 7) board.cancel({i, 1});  // 49 clients left; the one on slot 7 stays
+    while (!blocking) std::this_thread::yield();
+    release.set_value();
+    pool.stop();
+    CHECK(ran.load() == 1);
+    CHECK(pool.skipped.load() == 49);
+    CHECK(pool.completed.load() == 2);
+}
+
+TEST_CASE("pool: a full queue drops jobs whose client left before it refuses a live one",
+          "[pool]") {
+    CancelBoard board;
+    Pool pool("wsgi", 0, 2);
+    auto nothing = [](size_t) {};
+    REQUIRE(pool.submit(nothing, board.arm({1, 1})) == Admission::queued);
+    REQUIRE(pool.submit(nothing, board.arm({2, 1})) == Admission::queued);
+    board.cancel({1, 1});
+    CHECK(pool.submit(nothing, board.arm({3, 1})) == Admission::queued);
+    CHECK(pool.skipped.load() == 1);
+    CHECK(pool.queued() == 2);
+    CHECK(pool.submit(nothing, board.arm({4, 1})) == Admission::full);
+    CHECK(pool.rejected.load() == 1);
+}
+
+TEST_CASE(
+    "cancel board: a client leaving cancels only the request dispatched on its slot and "
+    "generation",
+    "[pool]") {
+    CancelBoard board;
+    auto first = board.arm({3, 1});
+    auto second = board.arm({3, 1});  // the connection's next request replaced it
+    board.cancel({3, 2});             // another generation of index 3: a stranger
+    board.cancel({9, 1});             // an index never armed
+    CHECK_FALSE(second->cancelled());
+    board.cancel({3, 1});
+    CHECK(second->cancelled());
+    CHECK_FALSE(first->cancelled());  // that request had finished
+    auto next = board.arm({3, 2});    // the index reused by a new client
+    CHECK_FALSE(next->cancelled());
+}
+
+TEST_CASE("pool: the queue wait runs from submit to the moment a thread takes the job", "[pool]") {
+    Pool pool("mojo", 0);
+    REQUIRE(pool.submit([](size_t) { std::this_thread::sleep_for(50ms); }) == Admission::queued);
+    std::this_thread::sleep_for(30ms);
+    REQUIRE(pool.run_next());
+    CHECK(pool.waits.load() == 1);
+    // At least the 30 ms queued; not the 50 ms the job ran on top of it.
+    CHECK(pool.wait_ns.load() >= 30'000'000u);
+    CHECK(pool.wait_ns.load() < 50'000'000u + 30'000'000u);
+}
