@@ -1012,6 +1012,10 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         CHECK(r.body.find("reserved") != std::string::npos);
         c->send(publish(R"({"channel": "a\nb"})", "Bearer sekrit"));
         CHECK(rig.reply(*c).status == 400);
+        c->send(publish(R"({"channel": " news", "data": "x"})", "Bearer sekrit"));
+        r = rig.reply(*c);
+        CHECK(r.status == 400);
+        CHECK(r.body.find("space") != std::string::npos);
         c->send(publish(R"({"data": "no channel"})", "Bearer sekrit"));
         CHECK(rig.reply(*c).status == 400);
         c->send(publish(R"({"channel": "news", "data": 5})", "Bearer sekrit"));
