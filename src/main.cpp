@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +51,9 @@ const char* kUsage =
   --realtime                  wire the bus channel: holds and publish
   --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
   --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
+  --max-event-size BYTES      larger events are refused at publish (default
+                              262144, or a quarter of --hold-buffer-limit if
+                              smaller); must be below --hold-buffer-limit
   --max-holds N               past it, a hold answer is 503 (default 10000)
   --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
   --admin-key-file PATH       bearer key for admin POST /publish
@@ -78,6 +82,7 @@ struct Options {
     m0::http::ServerConfig server;
     bool realtime = false;
     int64_t max_holds = 10000;
+    size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
     std::string admin_host;
     uint16_t admin_port = 0;
     std::string admin_key_file, grant_key_file;
@@ -188,6 +193,8 @@ Options parse(int argc, char** argv) {
             o.server.heartbeat = parse_seconds(a, value());
         } else if (a == "--hold-buffer-limit") {
             o.server.hold_buffer_limit = parse_number<size_t>(a, value(), 1024, size_t(1) << 32);
+        } else if (a == "--max-event-size") {
+            o.max_event_size = parse_number<size_t>(a, value(), 1, size_t(1) << 32);
         } else if (a == "--max-holds") {
             o.max_holds = parse_number<int64_t>(a, value(), 0, 10000000);
         } else if (a == "--admin-listen") {
@@ -201,6 +208,12 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.mounts.empty()) die("nothing to serve: give at least one --mount PREFIX=SPEC");
+    // One event must never fill a hold's buffer by itself.
+    if (o.max_event_size == 0)
+        o.max_event_size = std::min(m0::bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
+    else if (o.max_event_size >= o.server.hold_buffer_limit)
+        die("--max-event-size " + std::to_string(o.max_event_size) +
+            " must be below --hold-buffer-limit " + std::to_string(o.server.hold_buffer_limit));
     return o;
 }
 
@@ -249,7 +262,9 @@ int main(int argc, char** argv) {
     m0::Loop loop;
     m0::CompletionRing ring;
     std::unique_ptr<m0::bus::BusChannel> bus;
-    if (o.realtime) bus = std::make_unique<m0::bus::BusChannel>();
+    if (o.realtime)
+        bus =
+            std::make_unique<m0::bus::BusChannel>(m0::bus::kDefaultQueueCapacity, o.max_event_size);
     m0::Metrics metrics;
     m0::hold::Handoff handoff;
     handoff.ring = &ring;

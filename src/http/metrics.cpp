@@ -26,6 +26,8 @@ std::string Metrics::render(const std::vector<const Pool*>& pools,
          events_muted.load());
     line(o, "m0_frames_refused_total", "counter", "Frames the bus channel would not take.",
          bus ? bus->refused.load() : 0);
+    line(o, "m0_events_too_large_total", "counter", "Events refused over --max-event-size.",
+         bus ? bus->too_large.load() : 0);
     line(o, "m0_frames_dropped_total", "counter", "Hold frames for slots that had left.",
          frames_dropped.load());
     line(o, "m0_completions_dropped_total", "counter", "Completions for slots that had left.",

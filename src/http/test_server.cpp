@@ -1027,6 +1027,32 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
     }
 }
 
+TEST_CASE("server admin: POST /publish of an event over the bus's max event size is 413",
+          "[http][server][admin]") {
+    Rig rig(admin_cfg(), {"/"}, true);
+    auto c = rig.connect(true);
+    const std::string big(rig.bus->max_event_size(), 'x');  // plus its fields: over
+    // Larger than the socket buffer: written as the server reads.
+    const std::string req =
+        publish(R"({"channel": "news", "data": ")" + big + R"("})", "Bearer sekrit");
+    size_t off = 0;
+    REQUIRE(rig.step_until([&] {
+        ssize_t n = ::send(c->fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+        if (n > 0) off += size_t(n);
+        return off == req.size();
+    }));
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 413);
+    CHECK(r.body.find("--max-event-size") != std::string::npos);
+    CHECK(r.body.find(std::to_string(rig.bus->max_event_size())) != std::string::npos);
+    CHECK(rig.bus->published.load() == 0);
+    CHECK(rig.bus->last_id() == 0);
+    c->send("GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n");
+    CHECK(rig.reply(*c).body.find("\nm0_events_too_large_total 1\n") != std::string::npos);
+    c->send(publish(R"({"channel": "news", "data": "small"})", "Bearer sekrit"));
+    CHECK(rig.reply(*c).body == "{\"id\": 1}\n");
+}
+
 // ---- the listener ------------------------------------------------------------------
 
 TEST_CASE("server: max_connections is enforced on the listener with a 503", "[http][server]") {

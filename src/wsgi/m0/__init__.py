@@ -105,9 +105,12 @@ def publish(channel, data, event=None):
     each). CRLF and lone CR are normalised to LF, as an SSE client would
     read them anyway. ``event`` is an optional SSE event name.
 
-    Raises ValueError for a refused channel or event name or undecodable
-    bytes, TypeError for arguments of the wrong type, and RuntimeError when
-    the server does not run with ``--realtime`` (or this is not m0serve).
+    Raises ValueError for a refused channel or event name, undecodable
+    bytes, or an event larger than the server's ``--max-event-size`` (the
+    message names the limit; the size is the event's bytes on the wire, its
+    ``id:``, ``event:`` and ``data:`` lines), TypeError for arguments of the
+    wrong type, and RuntimeError when the server does not run with
+    ``--realtime`` (or this is not m0serve), or its bus channel is full.
     """
     validate_channel(channel)
     event = _validate_event(event)
