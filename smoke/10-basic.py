@@ -559,5 +559,15 @@ def phase30(ctx):
     check(r.status == 200, "/native/hello after the refusals: %s" % r.summary())
 
 
+@smoke.phase(31, "bad flags exit 2 with one line on stderr: --max-event-size not below --hold-buffer-limit")
+def phase31(ctx):
+    for event, limit in (("65536", "65536"), ("300000", "262144")):
+        line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--max-event-size", event,
+                              "--hold-buffer-limit", limit, "--mount", "/=mojo"],
+                        "max-event-size-%s" % event)
+        check("--max-event-size" in line and "--hold-buffer-limit" in line,
+              "the one line does not name both flags: %r" % line)
+
+
 if __name__ == "__main__":
     sys.exit(smoke.main())
