@@ -41,6 +41,8 @@ std::string Metrics::render(const std::vector<const Pool*>& pools,
          connections_total.load());
     line(o, "m0_connections_refused_total", "counter", "Connections over --max-connections.",
          connections_refused.load());
+    line(o, "m0_accept_paused_total", "counter",
+         "Times accept() ran out of file descriptors and accepting paused.", accept_paused.load());
     line(o, "m0_requests_total", "counter", "Requests parsed.", requests_total.load());
     o.append("# HELP m0_pool_busy_threads Pool threads running a job now.\n");
     o.append("# TYPE m0_pool_busy_threads gauge\n");

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -1108,6 +1110,118 @@ TEST_CASE("server: max_connections is enforced on the listener with a 503", "[ht
         CHECK_FALSE(err2.empty());
         CHECK_FALSE(other.listen("not-an-address", 0, false, err2));
     }
+}
+
+namespace {
+// Lowers this process's RLIMIT_NOFILE so that no new fd can be made (every
+// number below the limit is in use), and sends stderr to a file; both are
+// restored when it goes, whatever the test did in between.
+struct NoFreeFds {
+    rlimit old{};
+    int saved_stderr = -1;
+    std::FILE* log = nullptr;
+    bool lowered = false;
+
+    NoFreeFds() {
+        log = std::tmpfile();
+        REQUIRE(log);
+        saved_stderr = ::dup(2);
+        REQUIRE(saved_stderr >= 0);
+        REQUIRE(::dup2(::fileno(log), 2) == 2);
+        REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+        int lowest = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // the lowest free number
+        REQUIRE(lowest >= 0);
+        ::close(lowest);
+        rlimit low = old;
+        low.rlim_cur = rlim_t(lowest);
+        REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+        lowered = true;
+        REQUIRE(::open("/dev/null", O_RDONLY | O_CLOEXEC) < 0);
+        REQUIRE(errno == EMFILE);
+    }
+    void restore() {
+        if (lowered) ::setrlimit(RLIMIT_NOFILE, &old);
+        lowered = false;
+        if (saved_stderr >= 0) {
+            ::dup2(saved_stderr, 2);
+            ::close(saved_stderr);
+            saved_stderr = -1;
+        }
+    }
+    // What was written to stderr meanwhile (after restore()).
+    std::string text() {
+        std::string out;
+        std::rewind(log);
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, log)) > 0) out.append(buf, n);
+        return out;
+    }
+    ~NoFreeFds() {
+        restore();
+        if (log) std::fclose(log);
+    }
+};
+
+size_t count_of(const std::string& text, std::string_view what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+}  // namespace
+
+TEST_CASE("server: out of file descriptors, accepting pauses instead of spinning, then resumes",
+          "[http][server][limits]") {
+    Rig rig;
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    uint16_t port = rig.server->bound_port(false);
+    // Connected by the kernel, waiting in the backlog: the listening socket
+    // stays readable for as long as they are not accepted.
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 3; ++i) clients.push_back(tcp_connect(port));
+    // Something to wake the loop every 20 ms, so that a loop that does not
+    // spin still turns.
+    Timer tick(
+        rig.loop, [] {}, true);
+    tick.start(0.02);
+
+    size_t turns = 0;
+    uint64_t paused = 0;
+    size_t accepted = 0;
+    std::string log;
+    {
+        NoFreeFds no_fds;
+        // Each EVLOOP_ONCE turn waits for something to happen, then runs it:
+        // a spinning listener makes every turn return at once.
+        auto until = Clock::now() + 300ms;
+        while (Clock::now() < until) {
+            event_base_loop(rig.loop.base(), EVLOOP_ONCE);
+            ++turns;
+        }
+        paused = rig.metrics.accept_paused.load();
+        accepted = rig.server->connections();
+        no_fds.restore();
+        log = no_fds.text();
+    }
+    INFO("loop turns in 300 ms: " << turns << "; log: " << log.substr(0, 400));
+    CHECK(accepted == 0);
+    CHECK(turns < 100);
+    CHECK(paused >= 1);
+    CHECK(paused <= 10);
+    CHECK(count_of(log, "out of file descriptors: accepting paused") == 1);
+    CHECK(log.size() < 1000);
+
+    // The fds are back: the waiting clients are accepted and served.
+    REQUIRE(rig.step_until([&] { return rig.server->connections() == 3; }));
+    for (auto& c : clients) {
+        c->send(get("/back"));
+        CHECK(rig.reply(*c).body == "hello /back");
+    }
+    auto late = tcp_connect(port);
+    late->send(get("/late"));
+    CHECK(rig.reply(*late).body == "hello /late");
+    CHECK(rig.metrics.accept_paused.load() == paused);
 }
 
 // ---- regressions ----
