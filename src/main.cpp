@@ -5,10 +5,12 @@
 // mojo pool (--mojo-threads) reach the loop only through the completion ring
 // and, with --realtime, the bus channel.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -46,7 +48,9 @@ const char* kUsage =
   --header-timeout SECONDS    time to receive a request, 408 past it (default 10)
   --keepalive-timeout SECONDS idle keep-alive connections are closed (default 30)
   --write-timeout SECONDS     output that does not drain is cut (default 60)
-  --max-connections N         past it, 503 and close (default 1024)
+  --max-connections N         past it, 503 and close (default: what the file
+                              descriptor limit allows, at least --max-holds
+                              with --realtime)
   --grace SECONDS             SIGTERM: time for in-flight requests (default 10)
   --realtime                  wire the bus channel: holds and publish
   --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
@@ -83,6 +87,7 @@ struct Options {
     bool realtime = false;
     int64_t max_holds = 10000;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
+    bool max_connections_given = false;
     std::string admin_host;
     uint16_t admin_port = 0;
     std::string admin_key_file, grant_key_file;
@@ -185,6 +190,7 @@ Options parse(int argc, char** argv) {
             o.server.write_timeout = parse_seconds(a, value());
         } else if (a == "--max-connections") {
             o.server.max_connections = parse_number<size_t>(a, value(), 1, 1000000);
+            o.max_connections_given = true;
         } else if (a == "--grace") {
             o.server.grace = parse_seconds(a, value());
         } else if (a == "--realtime") {
@@ -229,6 +235,54 @@ std::string read_key_file(const std::string& path) {
     return k;
 }
 
+// File descriptors kept back from --max-connections: stdio, the event base,
+// the eventfds of the completion ring and the bus, the listeners, admin
+// connections, Python's imports and logs, and per pool thread a few for what
+// its handlers open (a database connection, files).
+rlim_t fd_reserve(const Options& o) {
+    return 64 + 4 * static_cast<rlim_t>(o.blocking_threads + o.mojo_threads);
+}
+
+// Raises the soft RLIMIT_NOFILE to the hard limit (a refusal keeps the soft
+// one). Returns the soft limit in force.
+rlim_t raise_fd_limit() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return RLIM_INFINITY;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+        rlimit want = rl;
+        want.rlim_cur = rl.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+    }
+    return rl.rlim_cur;
+}
+
+// Sizes --max-connections by the file descriptors the process may open: by
+// default all of them but the reserve (and, with --realtime, never fewer than
+// --max-holds: every hold is a connection); warns once when the chosen
+// numbers need more descriptors than the limit gives. Past the limit the
+// listener pauses on EMFILE rather than failing.
+void size_connections(Options& o, rlim_t limit) {
+    rlim_t reserve = fd_reserve(o);
+    size_t room = limit == RLIM_INFINITY ? SIZE_MAX
+                  : limit > reserve      ? static_cast<size_t>(limit - reserve)
+                                         : 1;
+    size_t holds = o.realtime ? static_cast<size_t>(o.max_holds) : 0;
+    if (!o.max_connections_given) {
+        o.server.max_connections = std::max(room, holds);
+        if (holds > room)
+            M0_LOG(warn, "--max-holds ", std::to_string(holds),
+                   " needs more file descriptors than ", "the limit of ", std::to_string(limit),
+                   " leaves (about ", std::to_string(room),
+                   " connections): raise the hard limit (ulimit -Hn)");
+    } else if (o.server.max_connections > room) {
+        M0_LOG(warn, "--max-connections ", std::to_string(o.server.max_connections),
+               " is more than the file descriptor limit of ", std::to_string(limit),
+               " allows (about ", std::to_string(room), "): past it, accepting pauses");
+    }
+    M0_LOG(debug, "file descriptor limit ", std::to_string(limit), ": --max-connections ",
+           std::to_string(o.server.max_connections));
+}
+
 void on_signal(evutil_socket_t sig, short, void* arg) {
     auto* server = static_cast<m0::http::Server*>(arg);
     if (server->shutting_down()) {
@@ -245,6 +299,7 @@ int main(int argc, char** argv) {
     Options o = parse(argc, argv);
     m0::log::set_level(o.level);
     signal(SIGPIPE, SIG_IGN);
+    size_connections(o, raise_fd_limit());
     // Key files are read before --chdir: relative paths mean the caller's directory.
     std::optional<m0::grant::KeyRing> grant_keys;
     if (!o.grant_key_file.empty()) {
