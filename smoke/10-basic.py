@@ -15,6 +15,7 @@ so the view's exception reaches the server.
 
 import os
 import re
+import shutil
 import socket
 import struct
 import sys
@@ -22,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, HOST, Conn, Fail, Smoke, build_request, check, check_error,
+    DJANGO_ARGS, HOST, Conn, Fail, Server, Smoke, build_request, check, check_error,
     check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short)
 
 SCRIPT = "10-basic"
@@ -549,9 +550,9 @@ def phase29(ctx):
     check(rc == 0, "the server exited %d after SIGTERM, want 0" % rc)
 
 
-@smoke.phase(31, "SIGTERM with --grace 1 while /slow?s=6 runs: new connections are refused at once, "
+@smoke.phase(35, "SIGTERM with --grace 1 while /slow?s=6 runs: new connections are refused at once, "
                  "the server exits when the grace period ends, not when the view does")
-def phase31(ctx):
+def phase35(ctx):
     srv = server(ctx, ["--grace", "1"])
     srv.require_own("it sends SIGTERM")
     c = ctx.connect(srv)
@@ -664,6 +665,71 @@ def phase32(ctx):
     for q in queued:
         r = q.read_response("GET", 5)
         check(r.status == 200, "a queued request: %s" % r.summary())
+@smoke.phase(33, "bad flags exit 2 with one line on stderr: --max-event-size not below --hold-buffer-limit")
+def phase33(ctx):
+    for event, limit in (("65536", "65536"), ("300000", "262144")):
+        line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--max-event-size", event,
+                              "--hold-buffer-limit", limit, "--mount", "/=mojo"],
+                        "max-event-size-%s" % event)
+        check("--max-event-size" in line and "--hold-buffer-limit" in line,
+              "the one line does not name both flags: %r" % line)
+
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds (Linux /proc)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@smoke.phase(34, "out of file descriptors (prlimit --nofile=128): accepting pauses without spinning, logged once, and resumes when fds are free")
+def phase34(ctx):
+    check(shutil.which("prlimit"), "prlimit (util-linux) is not installed")
+    label = "%s-phase%d-1" % (SCRIPT, ctx.number)
+    srv = Server(ctx, ctx.binary, ["--mount", "/native=mojo", "--max-connections", "1000"], label)
+    srv.require_own("it runs the binary under prlimit")
+    srv.argv = ["prlimit", "--nofile=128:128", "--"] + srv.argv  # prlimit execs: same pid
+    ctx.servers.append(srv)
+    srv.start()
+    time.sleep(0.3)  # the start-up probe's connection is closed and reaped
+    socks = []
+    try:
+        # More connections than the server has descriptors: the rest wait in
+        # the backlog, and the listening socket stays readable.
+        for _ in range(200):
+            socks.append(socket.create_connection(srv.addr, timeout=2.0))
+        time.sleep(0.5)
+        before = cpu_seconds(srv.proc.pid)
+        time.sleep(1.0)
+        used = cpu_seconds(srv.proc.pid) - before
+        check(used < 0.3, "the server used %.2fs of CPU in 1s while out of descriptors (spinning)" % used)
+        log = srv.log_text()
+        # Once per episode; an episode ends when an accept succeeds (a
+        # connection the server closed may free a descriptor meanwhile).
+        n = log.count("out of file descriptors: accepting paused")
+        resumed = log.count("accepting resumed")
+        check(n >= 1 and n == resumed + 1,
+              "'out of file descriptors: accepting paused' logged %d times and "
+              "'accepting resumed' %d: want once per episode" % (n, resumed))
+        check(len(log.splitlines()) < 40, "%d log lines while out of descriptors: %s" % (
+            len(log.splitlines()), short(log[-400:])))
+    finally:
+        for s in socks:
+            s.close()
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            r = http(srv.addr, "GET", "/native/hello", timeout=2.0)
+            if r.status == 200:
+                break
+        except (OSError, Fail):
+            pass
+        check(time.monotonic() < deadline, "no 200 from /native/hello within 5s of freeing the descriptors")
+        time.sleep(0.1)
+    check("accepting resumed" in srv.log_text(), "no 'accepting resumed' in the log")
+    check("--max-connections 1000 is more than the file descriptor limit" in srv.log_text(),
+          "no start-up warning that --max-connections passes the fd limit")
 
 
 if __name__ == "__main__":

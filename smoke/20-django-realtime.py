@@ -15,6 +15,7 @@ The last phase starts one without --realtime.
 import os
 import sys
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
@@ -209,6 +210,51 @@ def phase11(ctx):
     c, _ = django_hold(ctx, srv, "rt11")
     eid = publish_django(srv.addr, "rt11", "again")
     expect_events(c, DJANGO_HEAD, [(eid, "again")], what="hold after the slot was freed")
+
+
+
+EDGE = [" rt12", "rt12 ", "\trt12", " "]
+
+
+@smoke.phase(12, "channel names with edge whitespace: 400 from Django and mojo /hold, Django and admin /publish; never held as the trimmed name")
+def phase12(ctx):
+    srv = rt_server(ctx)
+    check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN)")
+    c, _ = django_hold(ctx, srv, "rt12")
+    for name in EDGE:
+        q = urllib.parse.quote(name, safe="")
+        for path in (hold_path(q), "/native/hold?channel=" + q, "/native/hold?channel=rt12," + q):
+            r = http(srv.addr, "GET", path, timeout=3.0)
+            check(r.status == 400, "GET %s: want 400, got %s %s" % (path, r.summary(), short(r.body, 160)))
+            check(b"space or tab" in r.body, "GET %s: 400 without the reason: %s" % (path, short(r.body)))
+        publish_django(srv.addr, name, "refused", expect=400)
+        r = publish_admin(srv.admin, srv.admin_key, name, "refused", expect=400)
+        check(b"space or tab" in r.body, "admin 400 for %r without the reason: %s" % (name, short(r.body)))
+    ok = publish_admin(srv.admin, srv.admin_key, "rt12", "only this")
+    if srv.fresh:
+        check(ok == 1, "the accepted publish got id %d, want 1: refused publishes took ids" % ok)
+    expect_events(c, DJANGO_HEAD, [(ok, "only this")], what="Django hold on rt12")
+
+
+@smoke.phase(13, "a 1 MiB event is refused at publish (admin 413, Django m0.publish ValueError -> 400, both naming --max-event-size); the holds on its channel stay open")
+def phase13(ctx):
+    srv = rt_server(ctx)
+    check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN)")
+    holds = [django_hold(ctx, srv, "rt13")[0], ctx.hold(srv, "/native/hold?channel=rt13")[0]]
+    read_head_body(holds[1], b": mojo hold\n\n")
+    heads = [DJANGO_HEAD, b": mojo hold\n\n"]
+    base = metrics(srv.admin).get("m0_events_too_large_total", 0.0)
+    big = "x" * (1 << 20)
+    r = publish_admin(srv.admin, srv.admin_key, "rt13", big, expect=413)
+    check(b"--max-event-size" in r.body, "admin 413 does not name the limit: %s" % short(r.body))
+    r = publish_django(srv.addr, "rt13", big, expect=400)
+    check(b"--max-event-size" in r.body, "Django 400 does not name the limit: %s" % short(r.body))
+    wait_metric(srv.admin, "m0_events_too_large_total", base + 2, 3.0, "after two refused events")
+    eid = publish_admin(srv.admin, srv.admin_key, "rt13", "small")
+    if srv.fresh:
+        check(eid == 1, "the accepted publish got id %d, want 1: refused events took ids" % eid)
+    for c, head in zip(holds, heads):
+        expect_events(c, head, [(eid, "small")], settle=0.0, what="hold after a refused 1 MiB event")
 
 
 if __name__ == "__main__":

@@ -5,9 +5,12 @@
 // mojo pool (--mojo-threads) reach the loop only through the completion ring
 // and, with --realtime, the bus channel.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -46,7 +49,9 @@ const char* kUsage =
   --header-timeout SECONDS    time to receive a request, 408 past it (default 10)
   --keepalive-timeout SECONDS idle keep-alive connections are closed (default 30)
   --write-timeout SECONDS     output that does not drain is cut (default 60)
-  --max-connections N         past it, 503 and close (default 1024)
+  --max-connections N         past it, 503 and close (default: what the file
+                              descriptor limit allows, at least --max-holds
+                              with --realtime)
   --grace SECONDS             SIGTERM: time for in-flight requests (default 10)
   --realtime                  wire the bus channel: holds and publish
   --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
@@ -55,6 +60,9 @@ const char* kUsage =
                               a hold over that limit this long is closed (default 5)
   --output-high-water BYTES   unsent output past which a connection gets no more:
                               streams wait, pipelined requests wait (default 262144)
+  --max-event-size BYTES      larger events are refused at publish (default
+                              262144, or a quarter of --hold-buffer-limit if
+                              smaller); must be below --hold-buffer-limit
   --max-holds N               past it, a hold answer is 503 (default 10000)
   --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
   --admin-key-file PATH       bearer key for admin POST /publish
@@ -88,6 +96,8 @@ struct Options {
     m0::server::ServerConfig server;
     bool realtime = false;
     int64_t max_holds = 10000;
+    size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
+    bool max_connections_given = false;
     std::string admin_host;
     uint16_t admin_port = 0;
     std::string admin_key_file, grant_key_file;
@@ -192,6 +202,7 @@ Options parse(int argc, char** argv) {
             o.server.write_timeout = parse_seconds(a, value());
         } else if (a == "--max-connections") {
             o.server.max_connections = parse_number<size_t>(a, value(), 1, 1000000);
+            o.max_connections_given = true;
         } else if (a == "--grace") {
             o.server.grace = parse_seconds(a, value());
         } else if (a == "--realtime") {
@@ -204,6 +215,8 @@ Options parse(int argc, char** argv) {
             o.server.hold_drain_timeout = parse_seconds(a, value());
         } else if (a == "--output-high-water") {
             o.server.stream_high_water = parse_number<size_t>(a, value(), 4096, size_t(1) << 32);
+        } else if (a == "--max-event-size") {
+            o.max_event_size = parse_number<size_t>(a, value(), 1, size_t(1) << 32);
         } else if (a == "--max-holds") {
             o.max_holds = parse_number<int64_t>(a, value(), 0, 10000000);
         } else if (a == "--admin-listen") {
@@ -217,6 +230,12 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.mounts.empty()) die("nothing to serve: give at least one --mount PREFIX=SPEC");
+    // One event must never fill a hold's buffer by itself.
+    if (o.max_event_size == 0)
+        o.max_event_size = std::min(m0::bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
+    else if (o.max_event_size >= o.server.hold_buffer_limit)
+        die("--max-event-size " + std::to_string(o.max_event_size) +
+            " must be below --hold-buffer-limit " + std::to_string(o.server.hold_buffer_limit));
     return o;
 }
 
@@ -230,6 +249,54 @@ std::string read_key_file(const std::string& path) {
     if (k.size() < 16 || k.find_first_of(" \t\r\n") != std::string::npos)
         die("--admin-key-file: the key must be one line of at least 16 characters");
     return k;
+}
+
+// File descriptors kept back from --max-connections: stdio, the event base,
+// the eventfds of the completion ring and the bus, the listeners, admin
+// connections, Python's imports and logs, and per pool thread a few for what
+// its handlers open (a database connection, files).
+rlim_t fd_reserve(const Options& o) {
+    return 64 + 4 * static_cast<rlim_t>(o.blocking_threads + o.mojo_threads);
+}
+
+// Raises the soft RLIMIT_NOFILE to the hard limit (a refusal keeps the soft
+// one). Returns the soft limit in force.
+rlim_t raise_fd_limit() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return RLIM_INFINITY;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+        rlimit want = rl;
+        want.rlim_cur = rl.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+    }
+    return rl.rlim_cur;
+}
+
+// Sizes --max-connections by the file descriptors the process may open: by
+// default all of them but the reserve (and, with --realtime, never fewer than
+// --max-holds: every hold is a connection); warns once when the chosen
+// numbers need more descriptors than the limit gives. Past the limit the
+// listener pauses on EMFILE rather than failing.
+void size_connections(Options& o, rlim_t limit) {
+    rlim_t reserve = fd_reserve(o);
+    size_t room = limit == RLIM_INFINITY ? SIZE_MAX
+                  : limit > reserve      ? static_cast<size_t>(limit - reserve)
+                                         : 1;
+    size_t holds = o.realtime ? static_cast<size_t>(o.max_holds) : 0;
+    if (!o.max_connections_given) {
+        o.server.max_connections = std::max(room, holds);
+        if (holds > room)
+            M0_LOG(warn, "--max-holds ", std::to_string(holds),
+                   " needs more file descriptors than ", "the limit of ", std::to_string(limit),
+                   " leaves (about ", std::to_string(room),
+                   " connections): raise the hard limit (ulimit -Hn)");
+    } else if (o.server.max_connections > room) {
+        M0_LOG(warn, "--max-connections ", std::to_string(o.server.max_connections),
+               " is more than the file descriptor limit of ", std::to_string(limit),
+               " allows (about ", std::to_string(room), "): past it, accepting pauses");
+    }
+    M0_LOG(debug, "file descriptor limit ", std::to_string(limit), ": --max-connections ",
+           std::to_string(o.server.max_connections));
 }
 
 void on_signal(evutil_socket_t sig, short, void* arg) {
@@ -248,6 +315,7 @@ int main(int argc, char** argv) {
     Options o = parse(argc, argv);
     m0::log::set_level(o.level);
     signal(SIGPIPE, SIG_IGN);
+    size_connections(o, raise_fd_limit());
     // Key files are read before --chdir: relative paths mean the caller's directory.
     std::optional<m0::grant::KeyRing> grant_keys;
     if (!o.grant_key_file.empty()) {
@@ -265,7 +333,9 @@ int main(int argc, char** argv) {
     m0::Loop loop;
     m0::CompletionRing ring;
     std::unique_ptr<m0::bus::BusChannel> bus;
-    if (o.realtime) bus = std::make_unique<m0::bus::BusChannel>();
+    if (o.realtime)
+        bus =
+            std::make_unique<m0::bus::BusChannel>(m0::bus::kDefaultQueueCapacity, o.max_event_size);
     m0::Metrics metrics;
     m0::hold::Handoff handoff;
     handoff.ring = &ring;

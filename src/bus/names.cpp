@@ -9,6 +9,7 @@ NameError check_channel(std::string_view name) {
     if (name.size() > kMaxChannelName) return NameError::too_long;
     for (char c : name)
         if (c == '\r' || c == '\n' || c == '\0' || c == ',') return NameError::bad_char;
+    if (is_ows(name.front()) || is_ows(name.back())) return NameError::edge_space;
     if (is_reserved(name)) return NameError::reserved;
     return NameError::ok;
 }
@@ -30,6 +31,8 @@ const char* reason(NameError e) {
             return "name is longer than 256 bytes";
         case NameError::bad_char:
             return "name contains CR, LF, NUL or ','";
+        case NameError::edge_space:
+            return "channel name begins or ends with a space or tab";
         case NameError::reserved:
             return "channel name is in the reserved m0.slot. namespace";
     }

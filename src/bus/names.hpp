@@ -4,8 +4,12 @@
 // the h frame carries it so the loop learns which slot to hold. Nothing outside
 // the server may publish there: every publish boundary (m0.publish, the admin
 // API, a hold's M0-Channel) checks names with check_channel(), which refuses
-// that namespace, empty names, names over kMaxChannelName bytes, and CR, LF,
-// NUL or ',' (the M0-Channel separator). Pure functions, any thread.
+// that namespace, empty names, names over kMaxChannelName bytes, CR, LF, NUL
+// or ',' (the M0-Channel separator), and names that begin or end with SP or
+// HTAB. That last rule keeps a name the same bytes at every boundary: a hold's
+// M0-Channel list trims optional whitespace around its commas, so a name that
+// could lose bytes there would be checked as one name and held as another.
+// Pure functions, any thread.
 #pragma once
 #include <optional>
 #include <string>
@@ -18,9 +22,11 @@ namespace m0::bus {
 inline constexpr size_t kMaxChannelName = 256;
 inline constexpr std::string_view kReservedPrefix = "m0.slot.";
 
-enum class NameError { ok, empty, too_long, bad_char, reserved };
+enum class NameError { ok, empty, too_long, bad_char, edge_space, reserved };
 
 NameError check_channel(std::string_view name);
+// SP or HTAB: the optional whitespace trimmed around M0-Channel's commas.
+constexpr bool is_ows(char c) { return c == ' ' || c == '\t'; }
 // Event names: may be empty (no `event:` line); no CR, LF, NUL; at most 256 bytes.
 NameError check_event(std::string_view name);
 // A one-line reason for an error answer, e.g. "channel name is reserved".

@@ -104,6 +104,9 @@ std::array<unsigned char, 32> hmac_sha256(std::string_view key, std::string_view
 bool valid_channel(std::string_view name) {
     if (name.empty() || name.size() > max_channel_size) return false;
     if (name.starts_with(reserved_channel_prefix)) return false;
+    // The hold trims SP and HTAB around M0-Channel's commas: a name that
+    // begins or ends with one would be held as another name.
+    if (is_blank(name.front()) || is_blank(name.back())) return false;
     // spec: CR, LF and NUL are refused names; "," separates channels here.
     return name.find_first_of(std::string_view("\r\n\0,", 4)) == std::string_view::npos;
 }

@@ -23,7 +23,9 @@
 //   kid      [A-Za-z0-9_-]{1,32}: the id of the key in the key file.
 //   expires  unix seconds, decimal, "0" or [1-9][0-9]*, at most INT64_MAX.
 //            The grant is valid while now < expires.
-//   channel  1..256 bytes, none of CR, LF, NUL or ",", not starting with the
+//   channel  1..256 bytes, none of CR, LF, NUL or ",", neither first nor last
+//            byte SP or HTAB (a hold trims those around M0-Channel's commas,
+//            so such a name would be held as another), not starting with the
 //            reserved prefix "m0.slot." (the per-slot namespace no client may
 //            subscribe to); no channel twice in one grant. Order is kept.
 //   token    at most 4096 bytes. Only URL-safe characters: it goes into a
@@ -122,7 +124,8 @@ struct Grant {
 std::array<unsigned char, 32> hmac_sha256(std::string_view key, std::string_view data);
 
 // Returns true when `name` may be a grant channel: 1..256 bytes, no CR, LF,
-// NUL or comma, not starting with reserved_channel_prefix.
+// NUL or comma, no SP or HTAB as its first or last byte, not starting with
+// reserved_channel_prefix. The same rule as bus::check_channel().
 bool valid_channel(std::string_view name);
 
 // Returns true when `id` may be a key id: [A-Za-z0-9_-]{1,32}.

@@ -229,6 +229,13 @@ def vectors():
     signed("payload-channel-nul", payload("k2026", EXP, "news\x00x"))
     signed("payload-extra-line", payload("k2026", EXP, "news\nextra"))
     signed("payload-reserved-channel", payload("k2026", EXP, "m0.slot.7"))
+    # A channel may not begin or end with SP or HTAB: the hold trims them
+    # around M0-Channel's commas, so " admin" would be held as "admin".
+    signed("payload-channel-leading-space", payload("k2026", EXP, " admin"))
+    signed("payload-channel-trailing-space", payload("k2026", EXP, "admin "))
+    signed("payload-channel-leading-tab", payload("k2026", EXP, "\tadmin"))
+    signed("payload-channel-space-after-comma", payload("k2026", EXP, "news, admin"))
+    signed("payload-channel-only-space", payload("k2026", EXP, " "))
     signed("payload-kid-bad-char", payload("k2026.", EXP, "news"))
     signed("payload-kid-empty", payload("", EXP, "news"))
     signed("payload-kid-33-chars", payload("k" * 33, EXP, "news"))

@@ -16,14 +16,16 @@ uint64_t read_cursor(const http::Request& req) {
     return n;
 }
 
+// M0-Channel is a comma-separated list with optional whitespace (SP, HTAB)
+// around each comma. check_channel() refuses names that begin or end with
+// either, so this trimming never changes a name a mount checked.
 static std::vector<std::string> split_channels(std::string_view list) {
     std::vector<std::string> out;
     while (true) {
         size_t comma = list.find(',');
         std::string_view item = list.substr(0, comma);
-        while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
-            item.remove_prefix(1);
-        while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        while (!item.empty() && bus::is_ows(item.front())) item.remove_prefix(1);
+        while (!item.empty() && bus::is_ows(item.back())) item.remove_suffix(1);
         out.emplace_back(item);
         if (comma == std::string_view::npos) break;
         list.remove_prefix(comma + 1);

@@ -23,6 +23,24 @@ std::string encode_event(uint64_t id, std::string_view event, std::string_view d
     return out;
 }
 
+size_t encoded_size(uint64_t id, std::string_view event, std::string_view data) {
+    size_t n = 4 + std::to_string(id).size() + 1;   // "id: N\n"
+    if (!event.empty()) n += 7 + event.size() + 1;  // "event: NAME\n"
+    // The same line ends as encode_event(): LF, CR, or CRLF as one.
+    size_t lines = 1, end_bytes = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+        if (data[i] != '\r' && data[i] != '\n') continue;
+        ++lines;
+        ++end_bytes;
+        if (data[i] == '\r' && i + 1 < data.size() && data[i + 1] == '\n') {
+            ++i;
+            ++end_bytes;
+        }
+    }
+    // Each line is "data: " LINE "\n"; a blank line ends the event.
+    return n + (data.size() - end_bytes) + lines * 7 + 1;
+}
+
 std::string encode_retry(uint64_t ms) { return "retry: " + std::to_string(ms) + "\n\n"; }
 
 }  // namespace m0::sse

@@ -11,6 +11,8 @@ namespace m0::sse {
 // line of `data` (split at CRLF, LF or CR), then the blank line that
 // dispatches the event.
 std::string encode_event(uint64_t id, std::string_view event, std::string_view data);
+// encode_event(id, event, data).size(), counted without building the string.
+size_t encoded_size(uint64_t id, std::string_view event, std::string_view data);
 // A comment line: ignored by EventSource, keeps proxies and the client's
 // idle timers from closing the stream.
 inline constexpr std::string_view kHeartbeat = ":\n\n";

@@ -58,3 +58,16 @@ TEST_CASE("sse: retry and heartbeat lines", "[http][sse]") {
     CHECK(sse::encode_retry(0) == "retry: 0\n\n");
     CHECK(sse::kHeartbeat == ":\n\n");
 }
+
+TEST_CASE("sse: encoded_size is the size of encode_event, without encoding", "[http][sse]") {
+    for (uint64_t id : {uint64_t{1}, uint64_t{42}, uint64_t{18446744073709551615ull}})
+        for (std::string_view event : {"", "update"})
+            for (std::string_view data : {"", "x", "a\nb", "a\r\nb", "a\rb", "\n\r",
+                                          "one\r\rtwo\n\n", "\r\n\r\n", "trailing\r", "\n"}) {
+                INFO(id << " '" << event << "' '" << data << "'");
+                CHECK(sse::encoded_size(id, event, data) ==
+                      sse::encode_event(id, event, data).size());
+            }
+    // Each line end costs a "data: " field: 1000 LFs are 7 bytes each on the wire.
+    CHECK(sse::encoded_size(1, "", std::string(1000, '\n')) == 6 + 1001 * 7 + 1);
+}

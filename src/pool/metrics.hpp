@@ -18,6 +18,7 @@ struct Metrics {
     std::atomic<int64_t> connections_open{0};
     std::atomic<uint64_t> connections_total{0};
     std::atomic<uint64_t> connections_refused{0};  // over --max-connections
+    std::atomic<uint64_t> accept_paused{0};        // accept() out of fds: listeners paused
     std::atomic<uint64_t> requests_total{0};
 };
 

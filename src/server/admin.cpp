@@ -53,9 +53,16 @@ Response AdminApi::handle(const Request& req) {
             return r;
         }
         auto res = bus_->publish(fields["channel"], fields["data"], fields["event"]);
-        if (res.name_error != bus::NameError::ok)
-            return error_response(400, bus::reason(res.name_error));
-        if (!res.ok()) return error_response(503, "the bus channel is full");
+        switch (res.error) {
+            case bus::PublishError::ok:
+                break;
+            case bus::PublishError::bad_name:
+                return error_response(400, bus::reason(res));
+            case bus::PublishError::too_large:
+                return error_response(413, bus::reason(res));
+            case bus::PublishError::refused:
+                return error_response(503, "the bus channel is full");
+        }
         r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
         return r;
     }

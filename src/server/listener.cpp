@@ -9,11 +9,17 @@
 #include <cerrno>
 #include <cstring>
 
+#include "loop/log.hpp"
 #include "server/conn.hpp"
 
 namespace m0::server {
 
 namespace {
+// After accept() fails for want of a file descriptor (or any other lasting
+// reason), the listeners stay disabled this long: a listening socket with
+// connections in its backlog stays readable, so retrying at once would spin.
+constexpr double kAcceptPauseSeconds = 0.1;
+
 // The port of a bound IPv4 or IPv6 socket.
 uint16_t port_of(const sockaddr_storage& ss) {
     if (ss.ss_family == AF_INET6)
@@ -48,6 +54,7 @@ bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::
               std::strerror(saved);
         return false;
     }
+    evconnlistener_set_error_cb(l, on_accept_error);
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     getsockname(evconnlistener_get_fd(l), reinterpret_cast<sockaddr*>(&bound), &len);
@@ -69,7 +76,41 @@ void Server::on_admin_accept(evconnlistener*, evutil_socket_t fd, sockaddr* a, i
     static_cast<Server*>(arg)->accept_fd(fd, a, true);
 }
 
+void Server::on_accept_error(evconnlistener*, void* arg) {
+    // libevent calls this right after accept() failed with an error it does
+    // not retry by itself (not EAGAIN, EINTR or ECONNABORTED).
+    int err = EVUTIL_SOCKET_ERROR();
+    static_cast<Server*>(arg)->pause_accepting(err);
+}
+
+void Server::pause_accepting(int err) {
+    metrics_.accept_paused.fetch_add(1);
+    if (!accept_episode_) {
+        accept_episode_ = true;
+        if (err == EMFILE || err == ENFILE)
+            M0_LOG(warn, "out of file descriptors: accepting paused");
+        else
+            M0_LOG(warn, "accept failed: ", std::strerror(err), ": accepting paused");
+    }
+    // Both listeners: the file descriptors are the process's, not one listener's.
+    if (listener_) evconnlistener_disable(listener_);
+    if (admin_listener_) evconnlistener_disable(admin_listener_);
+    if (!accept_pause_)
+        accept_pause_ = std::make_unique<Timer>(loop_, [this] { resume_accepting(); });
+    accept_pause_->start(kAcceptPauseSeconds);
+}
+
+void Server::resume_accepting() {
+    // After shutdown() the client listener is closed; the admin one serves on.
+    if (listener_ && !shutting_down_) evconnlistener_enable(listener_);
+    if (admin_listener_) evconnlistener_enable(admin_listener_);
+}
+
 void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
+    if (accept_episode_) {
+        accept_episode_ = false;
+        M0_LOG(info, "accepting resumed");
+    }
     char buf[INET6_ADDRSTRLEN] = "";
     uint16_t port = 0;
     if (addr && addr->sa_family == AF_INET) {

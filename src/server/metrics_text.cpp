@@ -23,6 +23,8 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
          m.events_muted.load());
     line(o, "m0_frames_refused_total", "counter", "Frames the bus channel would not take.",
          bus ? bus->refused.load() : 0);
+    line(o, "m0_events_too_large_total", "counter", "Events refused over --max-event-size.",
+         bus ? bus->too_large.load() : 0);
     line(o, "m0_frames_dropped_total", "counter", "Hold frames for slots that had left.",
          m.frames_dropped.load());
     line(o, "m0_completions_dropped_total", "counter", "Completions for slots that had left.",
@@ -36,6 +38,9 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
          m.connections_total.load());
     line(o, "m0_connections_refused_total", "counter", "Connections over --max-connections.",
          m.connections_refused.load());
+    line(o, "m0_accept_paused_total", "counter",
+         "Times accept() ran out of file descriptors and accepting paused.",
+         m.accept_paused.load());
     line(o, "m0_requests_total", "counter", "Requests parsed.", m.requests_total.load());
     o.append("# HELP m0_pool_busy_threads Pool threads running a job now.\n");
     o.append("# TYPE m0_pool_busy_threads gauge\n");

@@ -130,7 +130,10 @@ class Server final : private HoldSink {
     SlotRef alloc_slot();
     static void on_accept(evconnlistener*, evutil_socket_t, sockaddr*, int, void*);
     static void on_admin_accept(evconnlistener*, evutil_socket_t, sockaddr*, int, void*);
+    static void on_accept_error(evconnlistener*, void*);
     void accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin);
+    void pause_accepting(int err);
+    void resume_accepting();
     static void on_read(bufferevent*, void*);
     static void on_write(bufferevent*, void*);
     static void on_event(bufferevent*, short, void*);
@@ -188,6 +191,8 @@ class Server final : private HoldSink {
     evconnlistener* admin_listener_ = nullptr;
     uint16_t port_ = 0, admin_port_ = 0;
     std::string listen_host_;
+    std::unique_ptr<Timer> accept_pause_;  // loop thread: re-enables the paused listeners
+    bool accept_episode_ = false;          // loop thread: accept() failing, not yet resumed
     std::unique_ptr<FdWatcher> ring_watch_, bus_watch_;
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
     bool shutting_down_ = false;

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <memory>
@@ -993,6 +995,10 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         CHECK(r.body.find("reserved") != std::string::npos);
         c->send(publish(R"({"channel": "a\nb"})", "Bearer sekrit"));
         CHECK(rig.reply(*c).status == 400);
+        c->send(publish(R"({"channel": " news", "data": "x"})", "Bearer sekrit"));
+        r = rig.reply(*c);
+        CHECK(r.status == 400);
+        CHECK(r.body.find("space") != std::string::npos);
         c->send(publish(R"({"data": "no channel"})", "Bearer sekrit"));
         CHECK(rig.reply(*c).status == 400);
         c->send(publish(R"({"channel": "news", "data": 5})", "Bearer sekrit"));
@@ -1002,6 +1008,32 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         CHECK(rig.bus.published.load() == 0);
         CHECK(rig.bus.last_id() == 0);
     }
+}
+
+TEST_CASE("server admin: POST /publish of an event over the bus's max event size is 413",
+          "[http][server][admin]") {
+    Rig rig(admin_cfg(), {"/"}, true);
+    auto c = rig.connect(true);
+    const std::string big(rig.bus.max_event_size(), 'x');  // plus its fields: over
+    // Larger than the socket buffer: written as the server reads.
+    const std::string req =
+        publish(R"({"channel": "news", "data": ")" + big + R"("})", "Bearer sekrit");
+    size_t off = 0;
+    REQUIRE(rig.step_until([&] {
+        ssize_t n = ::send(c->fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);
+        if (n > 0) off += size_t(n);
+        return off == req.size();
+    }));
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 413);
+    CHECK(r.body.find("--max-event-size") != std::string::npos);
+    CHECK(r.body.find(std::to_string(rig.bus.max_event_size())) != std::string::npos);
+    CHECK(rig.bus.published.load() == 0);
+    CHECK(rig.bus.last_id() == 0);
+    c->send("GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n");
+    CHECK(rig.reply(*c).body.find("\nm0_events_too_large_total 1\n") != std::string::npos);
+    c->send(publish(R"({"channel": "news", "data": "small"})", "Bearer sekrit"));
+    CHECK(rig.reply(*c).body == "{\"id\": 1}\n");
 }
 
 // ---- the listener ------------------------------------------------------------------
@@ -1059,6 +1091,118 @@ TEST_CASE("server: max_connections is enforced on the listener with a 503", "[ht
         CHECK_FALSE(err2.empty());
         CHECK_FALSE(other.listen("not-an-address", 0, false, err2));
     }
+}
+
+namespace {
+// Lowers this process's RLIMIT_NOFILE so that no new fd can be made (every
+// number below the limit is in use), and sends stderr to a file; both are
+// restored when it goes, whatever the test did in between.
+struct NoFreeFds {
+    rlimit old{};
+    int saved_stderr = -1;
+    std::FILE* log = nullptr;
+    bool lowered = false;
+
+    NoFreeFds() {
+        log = std::tmpfile();
+        REQUIRE(log);
+        saved_stderr = ::dup(2);
+        REQUIRE(saved_stderr >= 0);
+        REQUIRE(::dup2(::fileno(log), 2) == 2);
+        REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+        int lowest = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // the lowest free number
+        REQUIRE(lowest >= 0);
+        ::close(lowest);
+        rlimit low = old;
+        low.rlim_cur = rlim_t(lowest);
+        REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+        lowered = true;
+        REQUIRE(::open("/dev/null", O_RDONLY | O_CLOEXEC) < 0);
+        REQUIRE(errno == EMFILE);
+    }
+    void restore() {
+        if (lowered) ::setrlimit(RLIMIT_NOFILE, &old);
+        lowered = false;
+        if (saved_stderr >= 0) {
+            ::dup2(saved_stderr, 2);
+            ::close(saved_stderr);
+            saved_stderr = -1;
+        }
+    }
+    // What was written to stderr meanwhile (after restore()).
+    std::string text() {
+        std::string out;
+        std::rewind(log);
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, log)) > 0) out.append(buf, n);
+        return out;
+    }
+    ~NoFreeFds() {
+        restore();
+        if (log) std::fclose(log);
+    }
+};
+
+size_t count_of(const std::string& text, std::string_view what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+}  // namespace
+
+TEST_CASE("server: out of file descriptors, accepting pauses instead of spinning, then resumes",
+          "[http][server][limits]") {
+    Rig rig;
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    uint16_t port = rig.server->bound_port(false);
+    // Connected by the kernel, waiting in the backlog: the listening socket
+    // stays readable for as long as they are not accepted.
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 3; ++i) clients.push_back(tcp_connect(port));
+    // Something to wake the loop every 20 ms, so that a loop that does not
+    // spin still turns.
+    Timer tick(
+        rig.loop, [] {}, true);
+    tick.start(0.02);
+
+    size_t turns = 0;
+    uint64_t paused = 0;
+    size_t accepted = 0;
+    std::string log;
+    {
+        NoFreeFds no_fds;
+        // Each EVLOOP_ONCE turn waits for something to happen, then runs it:
+        // a spinning listener makes every turn return at once.
+        auto until = Clock::now() + 300ms;
+        while (Clock::now() < until) {
+            event_base_loop(rig.loop.base(), EVLOOP_ONCE);
+            ++turns;
+        }
+        paused = rig.metrics.accept_paused.load();
+        accepted = rig.server->connections();
+        no_fds.restore();
+        log = no_fds.text();
+    }
+    INFO("loop turns in 300 ms: " << turns << "; log: " << log.substr(0, 400));
+    CHECK(accepted == 0);
+    CHECK(turns < 100);
+    CHECK(paused >= 1);
+    CHECK(paused <= 10);
+    CHECK(count_of(log, "out of file descriptors: accepting paused") == 1);
+    CHECK(log.size() < 1000);
+
+    // The fds are back: the waiting clients are accepted and served.
+    REQUIRE(rig.step_until([&] { return rig.server->connections() == 3; }));
+    for (auto& c : clients) {
+        c->send(get("/back"));
+        CHECK(rig.reply(*c).body == "hello /back");
+    }
+    auto late = tcp_connect(port);
+    late->send(get("/late"));
+    CHECK(rig.reply(*late).body == "hello /late");
+    CHECK(rig.metrics.accept_paused.load() == paused);
 }
 
 // ---- regressions ----

@@ -54,9 +54,17 @@ PyObject* py_publish(PyObject*, PyObject* args, PyObject* kwargs) {
         return nullptr;
     }
     auto res = g_bus->publish(std::move(channel_s), std::move(data_s), std::move(event_s));
-    if (!res.ok()) {
-        PyErr_SetString(PyExc_RuntimeError, "the bus channel is full or closed");
-        return nullptr;
+    switch (res.error) {
+        case bus::PublishError::ok:
+            break;
+        case bus::PublishError::bad_name:
+        case bus::PublishError::too_large:
+            // The caller's mistake, like a bad name: ValueError, naming the limit.
+            PyErr_SetString(PyExc_ValueError, bus::reason(res).c_str());
+            return nullptr;
+        case bus::PublishError::refused:
+            PyErr_SetString(PyExc_RuntimeError, bus::reason(res).c_str());
+            return nullptr;
     }
     return PyLong_FromUnsignedLongLong(res.id);
 }

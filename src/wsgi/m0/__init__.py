@@ -18,13 +18,17 @@ built-in module ``_m0``, which only m0serve provides. Without
 ``False``; a hold answer served by m0serve without ``--realtime`` degrades
 to an ordinary response whose body is the head. Channel names are checked
 here as at every publish boundary of the server: not empty, at most 256
-bytes of UTF-8, no CR, LF or NUL, and not in the namespace the server
-reserves for its own per-connection channels (``m0.slot.``).
+bytes of UTF-8, no CR, LF or NUL, no space or tab as the first or last
+character, and not in the namespace the server reserves for its own
+per-connection channels (``m0.slot.``). A name is the same bytes everywhere:
+the server trims spaces and tabs around the commas of ``M0-Channel``, so a
+name that began or ended with one would be held as another name.
 """
 
 RESERVED_PREFIX = "m0.slot."
 MAX_CHANNEL_BYTES = 256
 _FORBIDDEN = ("\r", "\n", "\0")
+_EDGE = (" ", "\t")  # SP and HTAB: trimmed around M0-Channel's commas
 
 __all__ = [
     "MAX_CHANNEL_BYTES",
@@ -41,7 +45,8 @@ def validate_channel(name):
 
     Raises TypeError if ``name`` is not a str and ValueError (with the reason)
     if it is empty, longer than 256 bytes in UTF-8, contains CR, LF or NUL,
-    or starts with the reserved prefix ``m0.slot.``.
+    begins or ends with a space or tab, or starts with the reserved prefix
+    ``m0.slot.``.
     """
     if not isinstance(name, str):
         raise TypeError(f"channel name must be str, not {type(name).__name__}")
@@ -56,6 +61,8 @@ def validate_channel(name):
                          f"the limit is {MAX_CHANNEL_BYTES}")
     if any(c in name for c in _FORBIDDEN):
         raise ValueError(f"channel name {name!r} contains CR, LF or NUL")
+    if name[0] in _EDGE or name[-1] in _EDGE:
+        raise ValueError(f"channel name {name!r} begins or ends with a space or tab")
     if name.startswith(RESERVED_PREFIX):
         raise ValueError(f"channel name {name!r} is in the reserved "
                          f"namespace {RESERVED_PREFIX!r}")
@@ -98,9 +105,12 @@ def publish(channel, data, event=None):
     each). CRLF and lone CR are normalised to LF, as an SSE client would
     read them anyway. ``event`` is an optional SSE event name.
 
-    Raises ValueError for a refused channel or event name or undecodable
-    bytes, TypeError for arguments of the wrong type, and RuntimeError when
-    the server does not run with ``--realtime`` (or this is not m0serve).
+    Raises ValueError for a refused channel or event name, undecodable
+    bytes, or an event larger than the server's ``--max-event-size`` (the
+    message names the limit; the size is the event's bytes on the wire, its
+    ``id:``, ``event:`` and ``data:`` lines), TypeError for arguments of the
+    wrong type, and RuntimeError when the server does not run with
+    ``--realtime`` (or this is not m0serve), or its bus channel is full.
     """
     validate_channel(channel)
     event = _validate_event(event)

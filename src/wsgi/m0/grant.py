@@ -14,8 +14,9 @@ The format is the one in src/grant/grant.hpp, where the C++ verifier lives:
 B64 is base64url without "=" padding and with zero trailing bits, so each
 grant has exactly one spelling. kid is [A-Za-z0-9_-]{1,32}; expires is unix
 seconds in canonical decimal; a channel is 1..256 bytes of UTF-8 without CR,
-LF, NUL or ",", not starting with "m0.slot.", and none repeats; the token is
-at most 4096 bytes. src/grant/vectors.txt pins the format for both sides.
+LF, NUL or ",", without a space or tab as its first or last byte (the server
+trims those around M0-Channel's commas), not starting with "m0.slot.", and
+none repeats; the token is at most 4096 bytes. src/grant/vectors.txt pins the format for both sides.
 
 Keys come from the file named by M0_GRANT_KEY_FILE (the server's
 --grant-key-file): one `KID SECRET_HEX` a line (64+ hex digits), "#" comments
@@ -181,6 +182,7 @@ def _utf8(name):
 def _valid_channel(name):
     return (0 < len(name) <= MAX_CHANNEL_SIZE
             and not name.startswith(RESERVED_PREFIX)
+            and name[:1] not in (b" ", b"\t") and name[-1:] not in (b" ", b"\t")
             and not any(c in name for c in (b"\r", b"\n", b"\0", b",")))
 
 
@@ -222,7 +224,7 @@ def sign_grant(channels, ttl, *, keys=None, now=None):
     load_keys()). `channels` is a str (one name, or names joined by ",") or
     a list of str. expires = floor(now) + ceil(ttl). Raise ValueError when
     ttl <= 0, a channel is empty, longer than 256 bytes, holds CR/LF/NUL,
-    starts with "m0.slot." or repeats, the token would pass 4096 bytes, or
+    begins or ends with a space or tab, starts with "m0.slot." or repeats, the token would pass 4096 bytes, or
     the keys cannot be loaded; TypeError when a channel is not a str."""
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise TypeError("ttl is a number of seconds")

@@ -179,6 +179,7 @@ class SignVerify(unittest.TestCase):
     def test_sign_refuses_bad_channels_ttls_and_sizes(self):
         bad = ["", [], [""], "a,,b", "a,", ["a,b"], ["x" * 257], ["é" * 129], ["a\rb"], ["a\nb"],
                ["a\0b"], ["m0.slot.3"], ["news", "news"], ["\ud800"],
+               [" admin"], ["admin "], ["\tadmin"], ["news", " "], "news, admin",
                ["%d%s" % (i, "x" * 250) for i in range(13)]]
         for channels in bad:
             with self.subTest(channels=channels):

@@ -55,7 +55,7 @@ def with_native(native):
 class ValidateChannelTest(unittest.TestCase):
     def test_accepts_ordinary_names(self):
         for name in ("demo", "notifications_user_42", "a" * 256,
-                     "é" * 128, "m0.slots", "m0.Slot.1", "a b"):
+                     "é" * 128, "m0.slots", "m0.Slot.1", "a b", "a\tb"):
             with self.subTest(name=name):
                 self.assertEqual(m0.validate_channel(name), name)
 
@@ -70,6 +70,13 @@ class ValidateChannelTest(unittest.TestCase):
             "m0.slot.": "reserved",
             "m0.slot.7:3": "reserved",
             "\ud800": "UTF-8",
+            # The server trims OWS around M0-Channel's commas: a name with
+            # edge whitespace would be held as another name.
+            " sp": "begins or ends with a space or tab",
+            "sp ": "begins or ends with a space or tab",
+            "\tsp": "begins or ends with a space or tab",
+            "sp\t": "begins or ends with a space or tab",
+            " ": "begins or ends with a space or tab",
         }
         for name, reason in cases.items():
             with self.subTest(name=name):
@@ -93,6 +100,8 @@ class PublishTest(unittest.TestCase):
         with without_native():
             with self.assertRaisesRegex(ValueError, "reserved"):
                 m0.publish("m0.slot.1", "x")
+            with self.assertRaisesRegex(ValueError, "space or tab"):
+                m0.publish(" sp", "x")
             for event in ("a\nb", "a\rb", "a\0b", ""):
                 with self.subTest(event=event):
                     with self.assertRaises(ValueError):
@@ -168,7 +177,8 @@ class HoldStreamResponseTest(unittest.TestCase):
 
     def test_refused_names(self):
         for channel in ("", "m0.slot.1", "a\nb", "a,b", ["ok", ""], [],
-                        ["ok", "m0.slot.2"], "x" * 257):
+                        ["ok", "m0.slot.2"], "x" * 257, " sp", ["ok", "sp "],
+                        ["ok", " "]):
             with self.subTest(channel=channel):
                 with self.assertRaises(ValueError):
                     m0.hold_stream_response(channel)
