@@ -20,7 +20,7 @@ namespace m0::grant {
 
 namespace {
 
-constexpr char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+constexpr char kB64Alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 // Returns the 6-bit value of a base64url character, or -1.
 int b64_value(char c) {
@@ -102,8 +102,8 @@ std::array<unsigned char, 32> hmac_sha256(std::string_view key, std::string_view
 }
 
 bool valid_channel(std::string_view name) {
-    if (name.empty() || name.size() > max_channel_size) return false;
-    if (name.starts_with(reserved_channel_prefix)) return false;
+    if (name.empty() || name.size() > kMaxChannelSize) return false;
+    if (name.starts_with(kReservedChannelPrefix)) return false;
     // The hold trims SP and HTAB around M0-Channel's commas: a name that
     // begins or ends with one would be held as another name.
     if (is_blank(name.front()) || is_blank(name.back())) return false;
@@ -112,7 +112,7 @@ bool valid_channel(std::string_view name) {
 }
 
 bool valid_key_id(std::string_view id) {
-    if (id.empty() || id.size() > max_key_id_size) return false;
+    if (id.empty() || id.size() > kMaxKeyIdSize) return false;
     return std::all_of(id.begin(), id.end(), [](char c) {
         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                c == '_' || c == '-';
@@ -130,21 +130,21 @@ std::string base64url_encode(std::string_view bytes) {
     };
     for (; i + 3 <= bytes.size(); i += 3) {
         uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-        out += b64_alphabet[(v >> 18) & 63];
-        out += b64_alphabet[(v >> 12) & 63];
-        out += b64_alphabet[(v >> 6) & 63];
-        out += b64_alphabet[v & 63];
+        out += kB64Alphabet[(v >> 18) & 63];
+        out += kB64Alphabet[(v >> 12) & 63];
+        out += kB64Alphabet[(v >> 6) & 63];
+        out += kB64Alphabet[v & 63];
     }
     std::size_t rest = bytes.size() - i;
     if (rest == 1) {
         uint32_t v = byte(i) << 16;
-        out += b64_alphabet[(v >> 18) & 63];
-        out += b64_alphabet[(v >> 12) & 63];
+        out += kB64Alphabet[(v >> 18) & 63];
+        out += kB64Alphabet[(v >> 12) & 63];
     } else if (rest == 2) {
         uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8);
-        out += b64_alphabet[(v >> 18) & 63];
-        out += b64_alphabet[(v >> 12) & 63];
-        out += b64_alphabet[(v >> 6) & 63];
+        out += kB64Alphabet[(v >> 18) & 63];
+        out += kB64Alphabet[(v >> 12) & 63];
+        out += kB64Alphabet[(v >> 6) & 63];
     }
     return out;
 }
@@ -186,7 +186,7 @@ std::optional<std::string> hex_decode(std::string_view text) {
 
 std::string encode_payload(std::string_view kid, int64_t expires,
                            const std::vector<std::string>& channels) {
-    std::string payload(payload_version);
+    std::string payload(kPayloadVersion);
     payload += '\n';
     payload += kid;
     payload += '\n';
@@ -202,8 +202,8 @@ std::string encode_payload(std::string_view kid, int64_t expires,
 std::optional<Grant> decode_payload(std::string_view payload) {
     // payload = "v1" LF kid LF expires LF channel *( "," channel )
     std::string_view rest = payload;
-    if (!rest.starts_with(payload_version)) return std::nullopt;
-    rest.remove_prefix(payload_version.size());
+    if (!rest.starts_with(kPayloadVersion)) return std::nullopt;
+    rest.remove_prefix(kPayloadVersion.size());
     if (rest.empty() || rest.front() != '\n') return std::nullopt;
     rest.remove_prefix(1);
 
@@ -244,7 +244,7 @@ std::optional<Grant> decode_payload(std::string_view payload) {
 
 std::string sign(const Key& key, const std::vector<std::string>& channels, int64_t expires) {
     if (!valid_key_id(key.id)) throw std::invalid_argument("grant: bad key id");
-    if (key.secret.size() < min_secret_size)
+    if (key.secret.size() < kMinSecretSize)
         throw std::invalid_argument("grant: key secret shorter than 32 bytes");
     if (expires < 0) throw std::invalid_argument("grant: negative expiry");
     if (channels.empty()) throw std::invalid_argument("grant: no channel");
@@ -262,13 +262,13 @@ std::string sign(const Key& key, const std::vector<std::string>& channels, int64
     token += '.';
     token += detail::base64url_encode(
         std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
-    if (token.size() > max_token_size) throw std::invalid_argument("grant: token over 4096 bytes");
+    if (token.size() > kMaxTokenSize) throw std::invalid_argument("grant: token over 4096 bytes");
     return token;
 }
 
 Verdict verify(const KeyRing& keys, std::string_view token, int64_t now, Grant* out) {
     // 1. Shape: bounded size, one ".", canonical base64url, canonical payload.
-    if (token.empty() || token.size() > max_token_size) return Verdict::malformed;
+    if (token.empty() || token.size() > kMaxTokenSize) return Verdict::malformed;
     std::size_t dot = token.find('.');
     if (dot == std::string_view::npos) return Verdict::malformed;
     std::optional<std::string> payload = detail::base64url_decode(token.substr(0, dot));
@@ -333,7 +333,7 @@ std::optional<KeyRing> KeyRing::from_text(std::string_view text, std::string& er
             error = where() + "secret is not hex (an even number of 0-9a-fA-F digits)";
             return std::nullopt;
         }
-        if (secret->size() < min_secret_size) {
+        if (secret->size() < kMinSecretSize) {
             error = where() + "secret is " + std::to_string(secret->size()) +
                     " bytes, need at least 32 (64 hex digits)";
             return std::nullopt;
@@ -354,7 +354,7 @@ std::optional<KeyRing> KeyRing::from_text(std::string_view text, std::string& er
 }
 
 std::optional<KeyRing> KeyRing::load_file(const std::string& path, std::string& error) {
-    constexpr std::size_t max_file_size = 1 << 20;  // a key file is a few lines
+    constexpr std::size_t kMaxKeyFileSize = 1 << 20;  // a key file is a few lines
     std::FILE* file = std::fopen(path.c_str(), "rb");
     if (file == nullptr) {
         error = path + ": cannot open: " + std::strerror(errno);
@@ -363,7 +363,7 @@ std::optional<KeyRing> KeyRing::load_file(const std::string& path, std::string& 
     std::string text;
     char buf[4096];
     std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, file)) > 0 && text.size() <= max_file_size) {
+    while ((n = std::fread(buf, 1, sizeof buf, file)) > 0 && text.size() <= kMaxKeyFileSize) {
         text.append(buf, n);
     }
     bool failed = std::ferror(file) != 0;
@@ -373,7 +373,7 @@ std::optional<KeyRing> KeyRing::load_file(const std::string& path, std::string& 
         error = path + ": cannot read: " + std::strerror(read_errno);
         return std::nullopt;
     }
-    if (text.size() > max_file_size) {
+    if (text.size() > kMaxKeyFileSize) {
         error = path + ": larger than 1 MiB, not a key file";
         return std::nullopt;
     }

@@ -63,12 +63,12 @@
 
 namespace m0::grant {
 
-inline constexpr std::size_t max_token_size = 4096;   // bytes of the whole token
-inline constexpr std::size_t max_channel_size = 256;  // bytes of one channel name
-inline constexpr std::size_t max_key_id_size = 32;    // bytes of a kid
-inline constexpr std::size_t min_secret_size = 32;    // bytes of a key secret
-inline constexpr std::string_view reserved_channel_prefix = "m0.slot.";  // spec: refused names
-inline constexpr std::string_view payload_version = "v1";
+inline constexpr std::size_t kMaxTokenSize = 4096;                      // bytes of the whole token
+inline constexpr std::size_t kMaxChannelSize = 256;                     // bytes of one channel name
+inline constexpr std::size_t kMaxKeyIdSize = 32;                        // bytes of a kid
+inline constexpr std::size_t kMinSecretSize = 32;                       // bytes of a key secret
+inline constexpr std::string_view kReservedChannelPrefix = "m0.slot.";  // spec: refused names
+inline constexpr std::string_view kPayloadVersion = "v1";
 
 // The outcome of verify(). Compared as values, never as strings.
 enum class Verdict { ok, malformed, unknown_key, bad_signature, expired };
@@ -79,7 +79,7 @@ const char* reason(Verdict verdict);
 
 struct Key {
     std::string id;      // kid: [A-Za-z0-9_-]{1,32}
-    std::string secret;  // raw bytes, >= min_secret_size
+    std::string secret;  // raw bytes, >= kMinSecretSize
 };
 
 // The keys that sign and verify grants, loaded once at start-up and then
@@ -125,7 +125,7 @@ std::array<unsigned char, 32> hmac_sha256(std::string_view key, std::string_view
 
 // Returns true when `name` may be a grant channel: 1..256 bytes, no CR, LF,
 // NUL or comma, no SP or HTAB as its first or last byte, not starting with
-// reserved_channel_prefix. The same rule as bus::check_channel().
+// kReservedChannelPrefix. The same rule as bus::check_channel().
 bool valid_channel(std::string_view name);
 
 // Returns true when `id` may be a key id: [A-Za-z0-9_-]{1,32}.
@@ -136,7 +136,7 @@ bool valid_key_id(std::string_view id);
 // the Python side. Throws std::invalid_argument when: `channels` is empty,
 // a channel is not valid_channel(), a channel repeats, `expires` < 0, the key
 // id is not valid_key_id(), the secret is shorter than 32 bytes, or the token
-// would exceed max_token_size.
+// would exceed kMaxTokenSize.
 std::string sign(const Key& key, const std::vector<std::string>& channels, int64_t expires);
 
 // Checks `token` against `keys` at time `now` (unix seconds). Returns

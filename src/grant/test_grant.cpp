@@ -275,7 +275,7 @@ TEST_CASE("grant: a signed grant verifies until it expires, then is refused", "[
     const std::vector<std::string> channels = {"notifications_user_7", "room 12", "é"};
     const std::string token = sign(ring.signing(), channels, 1000);
 
-    CHECK(token.size() <= max_token_size);
+    CHECK(token.size() <= kMaxTokenSize);
     CHECK(token.find_first_not_of(
               "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") ==
           std::string::npos);
@@ -357,7 +357,7 @@ TEST_CASE("grant: sign refuses bad channels, keys, expiries and sizes", "[grant]
 
 TEST_CASE("grant: verify refuses oversized tokens before decoding them", "[grant]") {
     KeyRing ring = ring_from("main " + secret_a + "\n");
-    std::string huge(max_token_size + 1, 'A');
+    std::string huge(kMaxTokenSize + 1, 'A');
     CHECK(verify(ring, huge, 0, nullptr) == Verdict::malformed);
     CHECK(verify(ring, std::string(1 << 20, 'A') + "." + std::string(43, 'A'), 0, nullptr) ==
           Verdict::malformed);

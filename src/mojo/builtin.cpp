@@ -8,7 +8,7 @@
 namespace m0::mojo {
 
 std::string json_escape(std::string_view s) {
-    static const char* hex = "0123456789abcdef";
+    static constexpr char kHex[] = "0123456789abcdef";
     std::string out = "\"";
     for (char ch : s) {
         auto c = static_cast<unsigned char>(ch);
@@ -31,8 +31,8 @@ std::string json_escape(std::string_view s) {
             default:
                 if (c < 0x20) {
                     out += "\\u00";
-                    out += hex[c >> 4];
-                    out += hex[c & 15];
+                    out += kHex[c >> 4];
+                    out += kHex[c & 15];
                 } else {
                     out += static_cast<char>(c);
                 }

@@ -173,8 +173,8 @@ void Server::process_input(Conn& c) {
         }
         if (res.status == RequestParser::Status::expect_continue) {
             // RFC 9110 §10.1.1: the client waits for 100 before sending the body.
-            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-            bufferevent_write(c.bev, cont, sizeof cont - 1);
+            static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            bufferevent_write(c.bev, kContinue, sizeof kContinue - 1);
             continue;
         }
         if (res.status == RequestParser::Status::complete) {
