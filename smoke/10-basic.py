@@ -612,6 +612,16 @@ def wait_wsgi_metric(srv, name, at_least, timeout, what):
 @smoke.phase(31, "abandoned requests are not run: 1 blocking thread, 20 clients ask /slow?s=2 and "
                  "reset; a fresh request is answered in seconds, not after 40 s of slow views")
 def phase31(ctx):
+    abandoned_requests(ctx, reset)
+
+
+@smoke.phase(36, "abandoned requests are not run when the clients close their sockets (FIN, not "
+                 "reset): the server's interim 100 meets a reset and their queued jobs are skipped")
+def phase36(ctx):
+    abandoned_requests(ctx, lambda c: c.close())
+
+
+def abandoned_requests(ctx, leave):
     srv = server(ctx, ["--blocking-threads", "1"], admin=True)
     srv.require_own("it needs --blocking-threads 1 and an admin listener")
     n, slow = 20, 2.0
@@ -623,7 +633,7 @@ def phase31(ctx):
     # The first takes the only thread for 2 s; the other 19 wait behind it.
     wait_wsgi_metric(srv, "m0_pool_queued_jobs", n - 1, slow / 2, "%d clients queued" % (n - 1))
     for c in conns:
-        reset(c)
+        leave(c)
     t0 = time.monotonic()
     r = http(srv.addr, "GET", "/slow?s=0", timeout=n * slow)
     took = time.monotonic() - t0

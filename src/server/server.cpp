@@ -1,6 +1,8 @@
 #include "server/server.hpp"
 
 #include <event2/buffer.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -15,6 +17,7 @@ using namespace m0::http;
 namespace {
 constexpr size_t kMaxBufferedInput = 1024 * 1024;  // pipelined bytes kept while busy
 constexpr double kLingerSeconds = 2.0;
+constexpr double kProbeSeconds = 0.05;  // between looks for a departed client's reset
 }  // namespace
 
 Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
@@ -321,9 +324,12 @@ void Server::on_event(bufferevent*, short what, void* arg) {
     Server& s = *c.server;
     if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
         // A half-close: every request the client sent before it is answered,
-        // then the connection closes (RFC 9112 §9.6).
+        // then the connection closes.
         switch (c.phase) {
             case Phase::waiting:
+                c.peer_eof = true;
+                s.probe_departure(c);
+                return;
             case Phase::streaming:
                 c.peer_eof = true;
                 return;
@@ -347,9 +353,46 @@ void Server::on_timer(evutil_socket_t, short, void* arg) {
     c.server->on_timeout(c);
 }
 
+void Server::probe_departure(Conn& c) {
+    // A FIN while a request waits for its pool is a half-close (the client
+    // still reads) or a departure (it closed the socket); TCP tells them
+    // apart only when data reaches the client: a closed socket answers with a
+    // reset. An HTTP/1.1 client must take an interim 1xx it did not ask for
+    // (RFC 9110 §15.2), so 100 Continue is the probe; an HTTP/1.0 client may
+    // not be sent one (ibid.), and its request runs. A departed client's
+    // queued job is then cancelled by close_conn, not run.
+    if (c.version_minor < 1) return;
+    static constexpr char kProbe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    bufferevent_write(c.bev, kProbe, sizeof kProbe - 1);
+    arm_timer(c, kProbeSeconds);
+}
+
+bool Server::peer_reset(const Conn& c) {
+    // After a FIN, recv() reports only the end of the stream; the reset shows
+    // as the socket's pending error, or as a TCP socket that has closed.
+    int fd = bufferevent_getfd(c.bev);
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) return true;
+    tcp_info info{};
+    len = sizeof info;
+    return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+           info.tcpi_state == TCP_CLOSE;
+}
+
 void Server::on_timeout(Conn& c) {
     if (c.phase == Phase::lingering || c.phase == Phase::closing) {
         close_conn(c);
+        return;
+    }
+    if (c.phase == Phase::waiting && c.peer_eof) {
+        // The departure probe: a reset means nobody is left to answer.
+        if (peer_reset(c)) {
+            M0_LOG(debug, "client of slot ", to_string(c.slot), " left while its request waited");
+            close_conn(c);
+        } else {
+            arm_timer(c, kProbeSeconds);
+        }
         return;
     }
     if (c.phase != Phase::reading) return;

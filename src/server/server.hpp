@@ -153,6 +153,8 @@ class Server final : private HoldSink {
     void close_conn(Conn& c);
     void arm_timer(Conn& c, double seconds);
     void on_timeout(Conn& c);
+    void probe_departure(Conn& c);
+    static bool peer_reset(const Conn& c);
     void sse_peer_frame(bus::HoldFrame& f);
     void drop_hold(SlotRef slot);
     bool output_full(const Conn& c) const;

@@ -815,8 +815,11 @@ TEST_CASE("server: a client that half-closes while its request runs still gets t
     Response resp;
     resp.body = "still here";
     rig.post(deferred[0], std::move(resp));
-    Reply r = rig.reply(*c);
-    CHECK(r.body == "still here");
+    // The departure probe (an interim 100), then the answer.
+    auto rs = rig.replies(*c, 2);
+    REQUIRE(rs.size() == 2);
+    CHECK(rs[0].status == 100);
+    CHECK(rs[1].body == "still here");
     CHECK(rig.wait_eof(*c));
     CHECK(rig.metrics.completions_dropped.load() == 0);
 }
@@ -1308,11 +1311,38 @@ TEST_CASE("server: requests pipelined before a half-close are all answered, then
         resp.body = "answer " + std::to_string(i);
         rig.post(deferred[i], std::move(resp));
     }
-    auto rs = rig.replies(*c, 3);
-    REQUIRE(rs.size() == 3);
-    CHECK(rs[2].body == "answer 2");
+    auto rs = rig.replies(*c, 4);
+    REQUIRE(rs.size() == 4);
+    CHECK(rs[0].status == 100);  // the departure probe, sent once, at the FIN
+    CHECK(rs[1].body == "answer 0");
+    CHECK(rs[3].body == "answer 2");
     CHECK(rig.wait_eof(*c));
     CHECK(rig.seen.size() == 3);
+}
+
+TEST_CASE("server: a client that closes its socket while its request waits is let go",
+          "[http][server]") {
+    Rig rig;
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    SECTION("HTTP/1.1: the probe meets a reset, and the connection is released") {
+        auto c = tcp_connect(rig.server->bound_port(false));
+        c->send(kGet);
+        REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
+        c->close();  // a FIN, the same on the wire as a half-close
+        CHECK(rig.step_until([&] { return !rig.server->alive(deferred[0]); }));
+        CHECK(rig.server->connections() == 0);
+    }
+    SECTION("HTTP/1.0: no 1xx may be sent, so the request is kept to its answer") {
+        auto c = tcp_connect(rig.server->bound_port(false));
+        c->send("GET / HTTP/1.0\r\n\r\n");
+        REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
+        c->close();
+        rig.step_until([] { return false; }, 300ms);
+        CHECK(rig.server->alive(deferred[0]));
+    }
 }
 
 TEST_CASE("server: shutdown closes the listener at once and answers what is in flight",
