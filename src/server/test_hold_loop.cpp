@@ -22,6 +22,8 @@ struct Rig : testing::ServerRig {
     std::unique_ptr<testing::SocketClient> conn;
     int client = -1;
     SlotRef slot;
+    // Called on the test's thread at each hand-off point of a job (the pool is manual).
+    std::function<void(hold::Point, SlotRef)> on_point;
 
     static server::ServerConfig quiet(server::ServerConfig cfg) {
         if (cfg.heartbeat == server::ServerConfig{}.heartbeat) cfg.heartbeat = 3600;
@@ -32,6 +34,9 @@ struct Rig : testing::ServerRig {
         h.ring = &ring;
         h.bus = &bus;
         h.metrics = &metrics;
+        h.hook = [this](hold::Point p, SlotRef s) {
+            if (on_point) on_point(p, s);
+        };
         pool = std::make_unique<mojo::MojoPool>(0, h);
         server->add_mount("/native", [this](SlotRef s, http::Request&& r) {
             return pool->submit(handler, s, std::move(r));
@@ -124,18 +129,19 @@ TEST_CASE("hold loop: a frame for a departed slot is dropped", "[hold][loop]") {
     Rig rig;
     rig.send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n");
     REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
-    // The client resets before the job runs: the slot is gone at once.
-    struct linger lg {
-        1, 0
+    // The client leaves while its handler runs (a job not yet taken would be
+    // skipped): the slot is released before the frame arrives.
+    rig.on_point = [&](hold::Point p, SlotRef) {
+        if (p != hold::Point::handler_start) return;
+        ::close(rig.client);
+        rig.client = -1;
+        REQUIRE(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); }));
     };
-    ::setsockopt(rig.client, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    ::close(rig.client);
-    rig.client = -1;
-    rig.loop.run_until([&] { return !rig.server->alive(rig.slot); },
-                       std::chrono::milliseconds(500));
     REQUIRE(rig.pool->pool().run_next());
+    CHECK(rig.metrics.frames_dropped.load() == 0);
     rig.server->on_bus_ready();
     rig.server->on_completions_ready();
+    CHECK(rig.metrics.frames_dropped.load() == 1);
     CHECK_FALSE(rig.server->subscribed(rig.slot));
     CHECK(rig.metrics.holds_open.load() == 0);
 }
