@@ -104,6 +104,11 @@ Server::Conn* Server::find(SlotRef s) const {
     return e.conn.get();
 }
 
+size_t Server::unread(SlotRef s) const {
+    Conn* c = find(s);
+    return c ? evbuffer_get_length(bufferevent_get_input(c->bev)) : 0;
+}
+
 size_t Server::unsent(SlotRef s) const {
     Conn* c = find(s);
     return c ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
@@ -191,7 +196,22 @@ void Server::process_input(Conn& c) {
     c.in_process = false;
     // A client that half-closed sends nothing more: once what it sent is
     // answered (or only part of a request is left), the connection ends.
-    if (c.peer_eof && c.phase == Phase::reading && !c.read_paused) close_after_write(c);
+    if (c.peer_eof && c.phase == Phase::reading && !c.read_paused) {
+        close_after_write(c);
+        return;
+    }
+    if (c.phase == Phase::reading || c.phase == Phase::waiting || c.phase == Phase::streaming)
+        resume_reading(c);
+}
+
+void Server::resume_reading(Conn& c) {
+    // Reading stops while the output is over the high-water mark (read_paused)
+    // and while pipelined input waits over kMaxBufferedInput; it resumes only
+    // when both are under, so neither buffer grows with what the client sends.
+    if (c.peer_eof || c.read_paused ||
+        evbuffer_get_length(bufferevent_get_input(c.bev)) > kMaxBufferedInput)
+        return;
+    bufferevent_enable(c.bev, EV_READ);
 }
 
 void Server::dispatch(Conn& c, Request req) {
@@ -254,7 +274,7 @@ void Server::finish_request(Conn& c) {
     event_del(c.timer);
     c.idle_on_drain = evbuffer_get_length(bufferevent_get_output(c.bev)) > 0;
     if (!c.idle_on_drain) arm_timer(c, cfg_.keepalive_timeout);
-    if (!c.peer_eof) bufferevent_enable(c.bev, EV_READ);
+    resume_reading(c);
     // Pipelined requests already buffered: parse the next (deferred if we are
     // inside process_input, which continues its own loop).
     process_input(c);
@@ -297,7 +317,7 @@ void Server::on_write(bufferevent*, void* arg) {
         if (c.read_paused && left <= s.cfg_.stream_high_water / 2) {
             c.read_paused = false;
             bufferevent_setwatermark(c.bev, EV_WRITE, 0, 0);
-            if (!c.peer_eof) bufferevent_enable(c.bev, EV_READ);
+            s.resume_reading(c);
             s.process_input(c);
             return;
         }

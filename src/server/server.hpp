@@ -119,6 +119,8 @@ class Server final : private HoldSink {
     size_t connections() const { return open_; }
     // Bytes queued for the connection and not yet written to its socket.
     size_t unsent(SlotRef s) const;
+    // Bytes read from the connection and not yet parsed (pipelined requests).
+    size_t unread(SlotRef s) const;
     size_t holds() const { return holds_.holding().size(); }
     const bus::Subscriptions& subscriptions() const { return holds_.subscriptions(); }
 
@@ -158,6 +160,7 @@ class Server final : private HoldSink {
     void sse_peer_frame(bus::HoldFrame& f);
     void drop_hold(SlotRef slot);
     bool output_full(const Conn& c) const;
+    void resume_reading(Conn& c);
     // HoldSink
     size_t write(SlotRef slot, std::string_view bytes) override;
     void close_now(SlotRef slot) override;

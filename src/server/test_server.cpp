@@ -1376,3 +1376,31 @@ TEST_CASE("server: shutdown closes the listener at once and answers what is in f
     CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
     CHECK_FALSE(rig.server->grace_expired());
 }
+
+TEST_CASE("server: pipelined input waiting to be parsed stays bounded while requests run",
+          "[http][server][limits]") {
+    ServerConfig cfg;
+    cfg.stream_high_water = 64 * 1024 * 1024;  // the output bound stays out of the way
+    Rig rig(cfg);
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    auto c = rig.connect();
+    std::string chunk;
+    for (int i = 0; i < 1000; ++i) chunk += get("/p");
+    size_t most = 0, answered = 0;
+    auto t0 = Clock::now();
+    // The client writes all it can and never reads; each request is answered
+    // as soon as it is dispatched.
+    while (Clock::now() - t0 < 1500ms) {
+        ::send(c->fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        rig.loop.run_once();
+        while (answered < deferred.size()) {
+            Response resp;
+            resp.body = "ok";
+            rig.post(deferred[answered++], std::move(resp));
+        }
+        most = std::max(most, rig.server->unread(c->slot));
+    }
+    REQUIRE(answered > 10);
+    CHECK(most <= 1024 * 1024 + 256 * 1024);
+}
