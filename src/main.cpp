@@ -64,6 +64,9 @@ const char* kUsage =
                               262144, or a quarter of --hold-buffer-limit if
                               smaller); must be below --hold-buffer-limit
   --max-holds N               past it, a hold answer is 503 (default 10000)
+  --history N                 events kept per channel for replay (default 64; 0: none)
+  --history-seconds SECONDS   none kept longer (default 3600)
+  --history-bytes BYTES       kept across all channels, oldest first out (default 67108864)
   --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
   --admin-key-file PATH       bearer key for admin POST /publish
   --grant-key-file PATH       keys that verify grants (KID HEX per line)
@@ -97,6 +100,7 @@ struct Options {
     bool realtime = false;
     int64_t max_holds = 10000;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
+    m0::bus::HistoryLimits history;
     bool max_connections_given = false;
     std::string admin_host;
     uint16_t admin_port = 0;
@@ -217,6 +221,12 @@ Options parse(int argc, char** argv) {
             o.server.stream_high_water = parse_number<size_t>(a, value(), 4096, size_t(1) << 32);
         } else if (a == "--max-event-size") {
             o.max_event_size = parse_number<size_t>(a, value(), 1, size_t(1) << 32);
+        } else if (a == "--history") {
+            o.history.per_channel = parse_number<size_t>(a, value(), 0, 1000000);
+        } else if (a == "--history-seconds") {
+            o.history.max_age = parse_seconds(a, value());
+        } else if (a == "--history-bytes") {
+            o.history.max_bytes = parse_number<size_t>(a, value(), 0, size_t(1) << 40);
         } else if (a == "--max-holds") {
             o.max_holds = parse_number<int64_t>(a, value(), 0, 10000000);
         } else if (a == "--admin-listen") {
@@ -333,9 +343,14 @@ int main(int argc, char** argv) {
     m0::Loop loop;
     m0::CompletionRing ring;
     std::unique_ptr<m0::bus::BusChannel> bus;
-    if (o.realtime)
-        bus =
-            std::make_unique<m0::bus::BusChannel>(m0::bus::kDefaultQueueCapacity, o.max_event_size);
+    if (o.realtime) {
+        m0::bus::BusOptions bo;
+        bo.max_event_size = o.max_event_size;
+        // Ids keep increasing across a restart: the counter starts at the clock.
+        bo.first_id = m0::bus::clock_seed();
+        bo.history = o.history;
+        bus = std::make_unique<m0::bus::BusChannel>(bo);
+    }
     m0::Metrics metrics;
     m0::hold::Handoff handoff;
     handoff.ring = &ring;

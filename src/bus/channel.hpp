@@ -1,109 +1,88 @@
-// BusChannel: the loop's bus channel (hold_notify_fd): an MPSC queue of frames
-// plus an eventfd, and the one shared event counter.
+// BusChannel: the in-process bus, the default. An MPSC queue of frames plus
+// an eventfd (the loop's bus channel, hold_notify_fd), the one shared event
+// counter, and the channels' history.
 //
 // DESIGN
 // Pool threads (and the admin API on the loop) send two kinds of frame on it,
 // in one FIFO order:
 //   HoldFrame     the reserved "h" frame: a slot (as its reserved stream url),
-//                 the cursor (Last-Event-ID), the channels, the worker;
+//                 the cursor (Last-Event-ID), the start position, the channels;
 //   PublishFrame  an event for a channel, with its id.
-// publish() takes the next id from the counter inside the same critical
-// section that enqueues the frame, so id order is queue order: every stream
-// sees strictly increasing ids, and "published after a subscription" means
-// exactly "queued after its h frame".
+// publish() takes the next id from the counter, keeps the event in history
+// and queues it inside one critical section (the queue's lock), so id order
+// is queue order and history order; send() stamps an h frame with the last
+// id queued before it inside the same lock. A hold is replayed from history
+// up to that stamp and hears later events live: no gap, no duplicate.
+// Ids: the counter starts at `first_id` (main seeds it from the clock, unix
+// milliseconds x 1000, so ids keep increasing across a restart; tests start
+// at 0). A cursor below that start, but not 0, predates this bus: a
+// gap (m0-reset).
 // The channel exists only with --realtime. A frame it will not take (queue
 // full, closed) is refused, and the sender answers 503 rather than a head.
 // An event larger than max_event_size() (--max-event-size) is refused before
 // it is numbered: its size is the bytes one hold is written for it (the SSE
 // encoding, its id counted at 20 digits). main() keeps the limit below
 // --hold-buffer-limit, so no single event can fill a reader's buffer.
-// Ownership: the queue and `counter_` under the queue's mutex; the loop thread
-// is the only consumer.
+// Ownership: the queue, `counter_` and `history_` under the queue's mutex
+// (history_ also under hist_mu_, for the loop's replay); the loop thread is
+// the only consumer.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
-#include <variant>
 #include <vector>
 
-#include "bus/names.hpp"
+#include "bus/bus.hpp"
 #include "loop/notify_queue.hpp"
 
 namespace m0::bus {
-
-struct HoldFrame {
-    std::string stream_url;  // reserved_stream_url(slot)
-    uint64_t cursor = 0;     // ids <= cursor are muted for this hold
-    std::vector<std::string> channels;
-    std::string worker;
-};
-
-struct PublishFrame {
-    uint64_t id = 0;
-    std::string channel;
-    std::string event;  // empty: no `event:` line
-    std::string data;
-};
-
-using Frame = std::variant<HoldFrame, PublishFrame>;
 
 // Frames the channel holds before it refuses (a 503).
 inline constexpr size_t kDefaultQueueCapacity = 65536;
 // 256 KiB: a quarter of the default --hold-buffer-limit.
 inline constexpr size_t kDefaultMaxEventSize = 256 * 1024;
 
-// Why publish() refused an event. Every boundary answers from it: the admin
-// API 400 / 413 / 503, _m0.publish ValueError / ValueError / RuntimeError.
-enum class PublishError {
-    ok,
-    bad_name,   // the channel or event name: name_error says which
-    too_large,  // over max_event_size(): size and limit say by how much
-    refused,    // the channel is full or closed
+struct BusOptions {
+    size_t capacity = kDefaultQueueCapacity;
+    size_t max_event_size = kDefaultMaxEventSize;
+    uint64_t first_id = 0;  // the counter's start: the first event is first_id + 1
+    HistoryLimits history;
 };
 
-struct PublishResult {
-    uint64_t id = 0;  // 0 when refused
-    PublishError error = PublishError::ok;
-    NameError name_error = NameError::ok;  // error == bad_name
-    size_t size = 0;                       // error == too_large: the event's size
-    size_t limit = 0;                      // error == too_large: max_event_size()
-    bool ok() const { return error == PublishError::ok; }
-};
+// The first id of a bus started now: unix milliseconds x 1000 (below 2^53,
+// so JavaScript reads it exactly; 1000 ids a millisecond before a restart
+// could reuse one).
+uint64_t clock_seed();
 
-// One line for an error answer, e.g. "event is 1048620 bytes, over
-// --max-event-size 262144"; "ok" for an accepted event.
-std::string reason(const PublishResult& r);
-
-class BusChannel {
+class BusChannel final : public Bus {
   public:
-    explicit BusChannel(size_t capacity = kDefaultQueueCapacity,
-                        size_t max_event_size = kDefaultMaxEventSize)
-        : queue_(capacity), max_event_size_(max_event_size) {}
+    explicit BusChannel(BusOptions options = {});
 
-    // Any thread. Checks the names, then the size, then numbers and queues
-    // the event.
-    PublishResult publish(std::string channel, std::string data, std::string event = {});
-    // Any thread. Queues an h frame; false when refused (full or closed).
-    bool send(HoldFrame frame);
-    // Loop thread: takes every queued frame, in order.
-    size_t drain(std::deque<Frame>& out) { return queue_.drain(out); }
+    PublishResult publish(std::string channel, std::string data, std::string event = {}) override;
+    uint64_t position() const override { return last_id_.load(); }
+    bool send(HoldFrame frame) override;
+    size_t drain(std::deque<Frame>& out) override { return queue_.drain(out); }
+    int fd() const override { return queue_.fd(); }
+    Replay replay(const std::vector<std::string>& channels, uint64_t after, uint64_t upto) override;
+    size_t max_event_size() const override { return max_event_size_; }
+    HistoryStats history_stats() const override;
+
     void close() { queue_.close(); }
-    int fd() const { return queue_.fd(); }
     size_t queued() const { return queue_.size(); }
     std::deque<Frame> peek() const { return queue_.peek(); }
-    // The last id handed out (0 before the first publish).
+    // The last id handed out (first_id before the first publish).
     uint64_t last_id() const { return last_id_.load(); }
-    size_t max_event_size() const { return max_event_size_; }
-
-    std::atomic<uint64_t> published{0};  // events accepted
-    std::atomic<uint64_t> refused{0};    // frames the channel would not take
-    std::atomic<uint64_t> too_large{0};  // events over max_event_size()
+    uint64_t first_id() const { return first_id_; }
 
   private:
     NotifyQueue<Frame> queue_;
     const size_t max_event_size_;  // immutable after construction: any thread
-    uint64_t counter_ = 0;         // guarded by queue_'s mutex (taken inside push_with)
-    std::atomic<uint64_t> last_id_{0};
+    const uint64_t first_id_;      // immutable after construction: any thread
+    uint64_t counter_;             // guarded by queue_'s mutex (taken inside push_with)
+    std::atomic<uint64_t> last_id_;
+    mutable std::mutex hist_mu_;  // taken inside queue_'s mutex by publish; alone by the loop
+    History history_;             // guarded by hist_mu_
 };
 
 }  // namespace m0::bus

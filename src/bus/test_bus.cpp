@@ -186,16 +186,16 @@ TEST_CASE("bus channel: a refused name returns its NameError and takes no id", "
 }
 
 TEST_CASE("bus channel: a full channel refuses, counts it, and takes no id", "[bus][channel]") {
-    BusChannel ch(2);
+    BusChannel ch(BusOptions{.capacity = 2});
     CHECK(ch.publish("a", "1").id == 1);
-    CHECK(ch.send(HoldFrame{reserved_stream_url({0, 1}), 0, {"a"}, "w"}));
+    CHECK(ch.send(HoldFrame{reserved_stream_url({0, 1}), 0, 0, 0, {"a"}, "w"}));
     auto r = ch.publish("a", "3");
     CHECK(r.error == PublishError::refused);
     CHECK_FALSE(r.ok());
     CHECK(r.id == 0);
     CHECK(r.name_error == NameError::ok);
     CHECK(ch.refused.load() == 1);
-    CHECK_FALSE(ch.send(HoldFrame{reserved_stream_url({1, 1}), 0, {"a"}, "w"}));
+    CHECK_FALSE(ch.send(HoldFrame{reserved_stream_url({1, 1}), 0, 0, 0, {"a"}, "w"}));
     CHECK(ch.refused.load() == 2);
     CHECK(ch.published.load() == 1);
     CHECK(ch.last_id() == 1);
@@ -223,7 +223,7 @@ TEST_CASE("bus channel: an event larger than max_event_size is refused too_large
     };
     const std::string fits(100 - size_of("", ""), 'x');
     REQUIRE(size_of("", fits) == 100);
-    BusChannel ch(16, 100);
+    BusChannel ch(BusOptions{.capacity = 16, .max_event_size = 100});
     CHECK(ch.max_event_size() == 100);
     auto a = ch.publish("a", fits);
     CHECK(a.ok());
@@ -277,9 +277,9 @@ TEST_CASE("bus channel: hold frames and publishes come out in the order they wer
           "[bus][channel]") {
     BusChannel ch;
     ch.publish("a", "before");
-    REQUIRE(ch.send(HoldFrame{reserved_stream_url({5, 2}), 1, {"a", "b"}, "mojo-0"}));
+    REQUIRE(ch.send(HoldFrame{reserved_stream_url({5, 2}), 1, 0, 0, {"a", "b"}, "mojo-0"}));
     ch.publish("a", "after");
-    REQUIRE(ch.send(HoldFrame{reserved_stream_url({6, 1}), 0, {"c"}, "wsgi-1"}));
+    REQUIRE(ch.send(HoldFrame{reserved_stream_url({6, 1}), 0, 0, 0, {"c"}, "wsgi-1"}));
 
     std::deque<Frame> out;
     REQUIRE(ch.drain(out) == 4);
@@ -309,7 +309,7 @@ TEST_CASE("bus channel: under 4 concurrent publishers ids strictly increase in q
           "[bus][channel]") {
     constexpr int kThreads = 4;
     constexpr int kEach = 5000;
-    BusChannel ch(size_t(kThreads) * kEach);
+    BusChannel ch(BusOptions{.capacity = size_t(kThreads) * kEach});
     std::atomic<int> go{0};
     std::vector<std::vector<uint64_t>> got(kThreads);
     std::vector<std::thread> ts;

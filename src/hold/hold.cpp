@@ -2,18 +2,29 @@
 
 #include <atomic>
 #include <charconv>
+#include <optional>
 
 #include "loop/log.hpp"
 
 namespace m0::hold {
 
 uint64_t read_cursor(const http::Request& req) {
+    std::optional<std::string> query;
     auto v = req.headers.get("Last-Event-ID");
-    if (!v) return 0;
+    if (!v) {
+        // The header wins; the query parameter is Mercure's spelling.
+        query = req.query_param("lastEventID");
+        if (!query) return 0;
+        v = *query;
+    }
     uint64_t n = 0;
     auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
     if (ec != std::errc() || p != v->data() + v->size()) return 0;
     return n;
+}
+
+Start read_start(const Handoff& h, const http::Request& req) {
+    return Start{read_cursor(req), h.bus ? h.bus->position() : 0};
 }
 
 // M0-Channel is a comma-separated list with optional whitespace (SP, HTAB)
@@ -78,11 +89,16 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
     return d;
 }
 
-bool send_hold_frame(bus::BusChannel* bus, SlotRef slot, uint64_t cursor,
-                     std::vector<std::string> channels, std::string worker) {
+bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
+                     std::string worker) {
     if (!bus) return false;
-    return bus->send(bus::HoldFrame{bus::reserved_stream_url(slot), cursor, std::move(channels),
-                                    std::move(worker)});
+    bus::HoldFrame f;
+    f.stream_url = bus::reserved_stream_url(slot);
+    f.cursor = start.cursor;
+    f.position = start.position;
+    f.channels = std::move(channels);
+    f.worker = std::move(worker);
+    return bus->send(std::move(f));
 }
 
 void post_response(const Handoff& h, SlotRef slot, http::Response resp) {
@@ -94,8 +110,7 @@ void post_response(const Handoff& h, SlotRef slot, http::Response resp) {
     h.at(Point::completion_posted, slot);
 }
 
-void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response head,
-                 HoldDecision d) {
+void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response head, HoldDecision d) {
     if (d.websocket) M0_LOG(info, "M0-Hold: websocket served as a stream hold (no 101 here)");
     if (!h.bus) {
         static std::atomic<bool> said{false};
@@ -119,7 +134,7 @@ void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response
     }
     // The frame goes first: the loop subscribes the slot before it writes the head.
     std::string worker(head.headers.get("x-worker").value_or(""));
-    if (!send_hold_frame(h.bus, slot, cursor, std::move(d.channels), std::move(worker))) {
+    if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(worker))) {
         if (h.metrics) h.metrics->holds_open.fetch_sub(1);
         M0_LOG(warn, "hold refused for slot ", to_string(slot),
                ": the bus channel is full or closed");

@@ -39,7 +39,7 @@ enum class Point { handler_start, frame_sent, completion_posted };
 // What a pool needs to hand its work back; shared by the pool's threads, read-only.
 struct Handoff {
     CompletionRing* ring = nullptr;
-    bus::BusChannel* bus = nullptr;  // null without --realtime: no holds
+    bus::Bus* bus = nullptr;  // null without --realtime: no holds
     Metrics* metrics = nullptr;
     int64_t max_holds = 10000;
     size_t stream_high_water = 256 * 1024;
@@ -59,9 +59,18 @@ struct HoldDecision {
     bool websocket = false;  // M0-Hold: websocket, degraded to a stream hold
 };
 
-// Last-Event-ID as a cursor: ids <= cursor are muted. 0 when absent or not a
-// decimal number.
+// Last-Event-ID as a cursor: ids <= cursor are muted, and the hold is
+// replayed what history keeps after it. The header, else the `lastEventID`
+// query parameter (for clients that cannot set headers); 0 when absent or not
+// a decimal number.
 uint64_t read_cursor(const http::Request& req);
+
+// Where a hold starts, read on the pool thread before the handler runs.
+struct Start {
+    uint64_t cursor = 0;    // read_cursor()
+    uint64_t position = 0;  // the bus position: what is published later is the hold's
+};
+Start read_start(const Handoff& h, const http::Request& req);
 
 // Consumes M0-Hold/M0-Channel. HoldKind::none: no M0-Hold header, `resp`
 // unchanged. HoldKind::bad: an unknown M0-Hold value, a missing or refused
@@ -72,13 +81,13 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
 
 // Queues the reserved h frame for `slot` on `bus`. False when the channel is
 // missing, full or closed.
-bool send_hold_frame(bus::BusChannel* bus, SlotRef slot, uint64_t cursor,
-                     std::vector<std::string> channels, std::string worker);
+bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
+                     std::string worker);
 
 // Finishes a job whose handler answered a hold (take_stream_hold already ran):
 // checks --max-holds, sends the frame, then posts the head. Posts a 503 instead
 // when over the limit or when the frame is refused; degrades without a bus.
-void finish_hold(const Handoff& h, SlotRef slot, uint64_t cursor, http::Response head,
+void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response head,
                  HoldDecision decision);
 
 // Posts a whole response for `slot`.

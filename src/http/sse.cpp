@@ -43,4 +43,10 @@ size_t encoded_size(uint64_t id, std::string_view event, std::string_view data) 
 
 std::string encode_retry(uint64_t ms) { return "retry: " + std::to_string(ms) + "\n\n"; }
 
+std::string encode_control(std::string_view event, std::string_view data) {
+    // encode_event without its id line.
+    std::string e = encode_event(0, event, data);
+    return e.substr(e.find('\n') + 1);
+}
+
 }  // namespace m0::sse

@@ -18,5 +18,13 @@ size_t encoded_size(uint64_t id, std::string_view event, std::string_view data);
 inline constexpr std::string_view kHeartbeat = ":\n\n";
 // "retry: MS\n\n": the reconnection time the client should wait.
 std::string encode_retry(uint64_t ms);
+// A control event the server writes on its own: "event: NAME" and its data,
+// and no `id:` line, so a browser's cursor only ever holds ids of real events
+// and a reconnect can never skip one.
+std::string encode_control(std::string_view event, std::string_view data);
+// The name of the control event that says the stream has a gap the history
+// could not fill; its data is {"oldest": N}, the lowest id the stream
+// delivers from here. The application resynchronises (reloads its state).
+inline constexpr std::string_view kResetEvent = "m0-reset";
 
 }  // namespace m0::sse

@@ -20,7 +20,7 @@ Admission MojoPool::submit(Handler& handler, SlotRef slot, http::Request req) {
 void serve_job(const hold::Handoff& h, Pool& pool, Handler& handler, SlotRef slot,
                http::Request& req, size_t thread_index) {
     // Read before the handler may consume the request.
-    const uint64_t cursor = hold::read_cursor(req);
+    const hold::Start start = hold::read_start(h, req);
     const std::string worker = "mojo-" + std::to_string(thread_index);
     h.at(hold::Point::handler_start, slot);
 
@@ -41,7 +41,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, Handler& handler, SlotRef slo
         return;
     }
     if (d.kind == hold::HoldKind::stream) {
-        hold::finish_hold(h, slot, cursor, std::move(resp), std::move(d));
+        hold::finish_hold(h, slot, start, std::move(resp), std::move(d));
         return;
     }
     if (resp.stream) {

@@ -14,7 +14,7 @@ using http::error_response;
 using http::Request;
 using http::Response;
 
-AdminApi::AdminApi(std::string key, Metrics& metrics, bus::BusChannel* bus, CloseChannel close)
+AdminApi::AdminApi(std::string key, Metrics& metrics, bus::Bus* bus, CloseChannel close)
     : key_(std::move(key)), metrics_(metrics), bus_(bus), close_(std::move(close)) {}
 
 Response AdminApi::handle(const Request& req) {

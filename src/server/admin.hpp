@@ -24,7 +24,7 @@ class AdminApi {
     using CloseChannel = std::function<size_t(const std::string& channel)>;
 
     // `bus` is null without --realtime (publish and close answer 503).
-    AdminApi(std::string key, Metrics& metrics, bus::BusChannel* bus, CloseChannel close);
+    AdminApi(std::string key, Metrics& metrics, bus::Bus* bus, CloseChannel close);
     void add_pool(const Pool* pool) { pools_.push_back(pool); }
     // The answer to one admin request; never throws.
     http::Response handle(const http::Request& req);
@@ -32,7 +32,7 @@ class AdminApi {
   private:
     std::string key_;
     Metrics& metrics_;
-    bus::BusChannel* bus_;
+    bus::Bus* bus_;
     CloseChannel close_;
     std::vector<const Pool*> pools_;
 };

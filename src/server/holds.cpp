@@ -5,6 +5,10 @@
 
 namespace m0::server {
 
+namespace {
+constexpr uint64_t kSlowReaderRetryMs = 1000;  // the retry hint a slow reader is sent
+}  // namespace
+
 HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)
     : sink_(sink), cfg_(cfg), metrics_(metrics) {}
 
@@ -18,12 +22,23 @@ const HoldTable::Hold* HoldTable::find(SlotRef slot) const {
     return it != holds_.end() && it->second.slot == slot ? &it->second : nullptr;
 }
 
-void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels) {
+void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
+                     const bus::Replay& replay, uint64_t reset_from) {
     Hold& h = holds_[slot.index];
     h = Hold{};
     h.slot = slot;
     h.cursor = cursor;
     subs_.subscribe(slot, channels);
+    // Before any live event (they queue behind these until the head is out).
+    if (reset_from != 0) {
+        h.pending.push_back(sse::encode_control(
+            sse::kResetEvent, "{\"oldest\": " + std::to_string(reset_from) + "}"));
+        metrics_.resets_sent.fetch_add(1);
+    }
+    for (const auto& f : replay.events) {
+        h.pending.push_back(sse::encode_event(f.id, f.event, f.data));
+        metrics_.events_replayed.fetch_add(1);
+    }
 }
 
 bool HoldTable::start(SlotRef slot, double now) {
@@ -75,7 +90,9 @@ bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
     M0_LOG(info, "slow reader: hold on slot ", to_string(slot), " kept ", std::to_string(backlog),
            " bytes unsent over --hold-buffer-limit, closed");
     metrics_.slow_readers_closed.fetch_add(1);
-    sink_.close_now(slot);  // releases the hold: `h` is gone
+    // A retry hint, then the end: the client reconnects with its Last-Event-ID
+    // and history replays what it missed. Slowness costs a reconnect, not an event.
+    drop(slot, kSlowReaderRetryMs);
     return false;
 }
 

@@ -15,7 +15,9 @@
 // on the socket) is checked. A reader is slow when its backlog stays over
 // buffer_limit for drain_timeout, or passes twice the limit (memory stays
 // bounded); one large event that the reader takes promptly is not slowness.
-// A slow reader's slot is closed through the sink, which releases the hold.
+// A slow reader is dropped like any hold that ends: a retry hint (it comes
+// back with its Last-Event-ID and is replayed from history), then the sink
+// closes the slot once that drains, within --hold-drain-timeout.
 //
 // The table reaches connections only through HoldSink (write bytes to a slot,
 // close it, end it after its output drains), so fan-out, heartbeats and the
@@ -27,7 +29,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bus/channel.hpp"
+#include "bus/frames.hpp"
+#include "bus/history.hpp"
 #include "bus/subscriptions.hpp"
 #include "pool/metrics.hpp"
 #include "pool/slot.hpp"
@@ -45,9 +48,8 @@ class HoldSink {
     virtual ~HoldSink() = default;
     // Appends `bytes` to the slot's output; returns its backlog afterwards.
     virtual size_t write(SlotRef slot, std::string_view bytes) = 0;
-    // Closes the slot at once (a slow reader). Must call HoldTable::release.
-    virtual void close_now(SlotRef slot) = 0;
-    // Closes the slot once what was written has drained (after a retry hint).
+    // Closes the slot once what was written has drained (after a retry hint),
+    // within a bound; the server then calls HoldTable::release.
     virtual void close_after_write(SlotRef slot) = 0;
 };
 
@@ -57,8 +59,12 @@ class HoldTable {
     HoldTable(const HoldTable&) = delete;
     HoldTable& operator=(const HoldTable&) = delete;
 
-    // The h frame: `slot` is held on `channels`, muting ids <= cursor.
-    void open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels);
+    // The h frame: `slot` is held on `channels`, muting live ids <= cursor.
+    // `replay` (from the bus's history) is written first, after an m0-reset
+    // event when `reset_from` is not 0: the stream has a gap, and delivers
+    // from that id on.
+    void open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
+              const bus::Replay& replay = {}, uint64_t reset_from = 0);
     bool has(SlotRef slot) const { return find(slot) != nullptr; }
     // The head is written: the events that waited for it follow. False when
     // writing them closed the slot (a slow reader).

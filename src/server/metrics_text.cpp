@@ -11,7 +11,7 @@ void line(std::string& out, const char* name, const char* type, const char* help
 }  // namespace
 
 std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& pools,
-                           const bus::BusChannel* bus) {
+                           const bus::Bus* bus) {
     std::string o;
     line(o, "m0_holds_open", "gauge", "Held connections now.", m.holds_open.load());
     line(o, "m0_holds_total", "counter", "Holds whose head was written.", m.holds_total.load());
@@ -33,6 +33,17 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
          m.holds_refused.load());
     line(o, "m0_slow_readers_closed_total", "counter", "Holds closed over --hold-buffer-limit.",
          m.slow_readers_closed.load());
+    line(o, "m0_bus_last_id", "gauge", "The last event id issued (the bus position).",
+         bus ? bus->position() : 0);
+    line(o, "m0_events_replayed_total", "counter", "Events written to holds from history.",
+         m.events_replayed.load());
+    line(o, "m0_resets_total", "counter", "m0-reset events: gaps history could not fill.",
+         m.resets_sent.load());
+    const auto hist = bus ? bus->history_stats() : bus::Bus::HistoryStats{};
+    line(o, "m0_history_events", "gauge", "Events kept for replay.", hist.events);
+    line(o, "m0_history_bytes", "gauge", "Bytes kept for replay.", hist.bytes);
+    line(o, "m0_history_evictions_total", "counter", "Events evicted from history.",
+         hist.evictions);
     line(o, "m0_connections_open", "gauge", "Open client connections.", m.connections_open.load());
     line(o, "m0_connections_total", "counter", "Accepted client connections.",
          m.connections_total.load());

@@ -11,6 +11,6 @@
 namespace m0::server {
 
 std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& pools,
-                           const bus::BusChannel* bus);
+                           const bus::Bus* bus);
 
 }  // namespace m0::server

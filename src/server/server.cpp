@@ -20,8 +20,7 @@ constexpr double kLingerSeconds = 2.0;
 constexpr double kProbeSeconds = 0.05;  // between looks for a departed client's reset
 }  // namespace
 
-Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
-               Metrics& metrics)
+Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus, Metrics& metrics)
     : loop_(loop),
       cfg_(std::move(cfg)),
       ring_(ring),
@@ -549,7 +548,16 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
         metrics_.holds_open.fetch_sub(1);
         return;
     }
-    holds_.open(*slot, f.cursor, std::move(f.channels));
+    // Where the hold starts: after its cursor, or, on a first connect, at the
+    // position read before its handler ran. What was published from there up
+    // to the frame comes from history; later events arrive live.
+    const uint64_t after = f.cursor != 0 ? f.cursor : f.position;
+    bus::Replay replay;
+    if (after < f.upto || f.cursor != 0) replay = bus_->replay(f.channels, after, f.upto);
+    uint64_t reset_from = 0;
+    if (replay.gap && f.cursor != 0)
+        reset_from = replay.events.empty() ? f.upto + 1 : replay.events.front().id;
+    holds_.open(*slot, after, std::move(f.channels), replay, reset_from);
 }
 
 // ---- HoldSink: how the hold table reaches connections -----------------------
@@ -562,12 +570,12 @@ size_t Server::write(SlotRef slot, std::string_view bytes) {
     return evbuffer_get_length(out);
 }
 
-void Server::close_now(SlotRef slot) {
-    if (Conn* c = find(slot)) close_conn(*c);
-}
-
 void Server::close_after_write(SlotRef slot) {
-    if (Conn* c = find(slot)) close_after_write(*c);
+    Conn* c = find(slot);
+    if (!c) return;
+    close_after_write(*c);
+    // A reader that does not take its last bytes is not waited for long.
+    if (c->phase == Phase::closing) arm_timer(*c, cfg_.hold_drain_timeout);
 }
 
 // ---- shutdown ------------------------------------------------------------

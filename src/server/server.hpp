@@ -79,8 +79,7 @@ using SubmitFn = std::function<Admission(SlotRef, http::Request&&)>;
 class Server final : private HoldSink {
   public:
     // `bus` is null without --realtime. All references must outlive the server.
-    Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::BusChannel* bus,
-           Metrics& metrics);
+    Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus, Metrics& metrics);
     ~Server() override;
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;
@@ -163,7 +162,6 @@ class Server final : private HoldSink {
     void resume_reading(Conn& c);
     // HoldSink
     size_t write(SlotRef slot, std::string_view bytes) override;
-    void close_now(SlotRef slot) override;
     void close_after_write(SlotRef slot) override;
     void check_drained();
     std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);
@@ -172,7 +170,7 @@ class Server final : private HoldSink {
     Loop& loop_;
     ServerConfig cfg_;
     CompletionRing& ring_;
-    bus::BusChannel* bus_;
+    bus::Bus* bus_;
     Metrics& metrics_;
     HoldTable holds_;
     AdminApi admin_;

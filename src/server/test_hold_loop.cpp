@@ -29,7 +29,8 @@ struct Rig : testing::ServerRig {
         if (cfg.heartbeat == server::ServerConfig{}.heartbeat) cfg.heartbeat = 3600;
         return cfg;
     }
-    explicit Rig(server::ServerConfig cfg = {}) : ServerRig(quiet(cfg), true) {
+    explicit Rig(server::ServerConfig cfg = {}, bus::BusOptions bus_options = {})
+        : ServerRig(quiet(cfg), true, bus_options) {
         hold::Handoff h;
         h.ring = &ring;
         h.bus = &bus;
@@ -50,6 +51,7 @@ struct Rig : testing::ServerRig {
         server.reset();
         if (client < 0) conn->fd = -1;  // the test closed it
     }
+    using ServerRig::read_until;
     void send(const std::string& s) { REQUIRE(conn->send(s)); }
     // Steps the loop and reads what the client got, until `want` appears.
     std::string read_until(const std::string& want, std::string& got) {
@@ -150,6 +152,7 @@ TEST_CASE("hold loop: a slow reader over --hold-buffer-limit is closed and unsub
           "[hold][loop][limits]") {
     server::ServerConfig cfg;
     cfg.hold_buffer_limit = 64 * 1024;
+    cfg.hold_drain_timeout = 0.2;
     Rig rig(cfg);
     rig.hold("channel=c");
     std::string got;
@@ -157,15 +160,61 @@ TEST_CASE("hold loop: a slow reader over --hold-buffer-limit is closed and unsub
     // The client stops reading; events pile up in the socket, then in the
     // server's output buffer, until the limit closes the hold.
     const std::string payload(8 * 1024, 'x');
-    for (int i = 0; i < 400 && rig.server->alive(rig.slot); ++i) {
+    for (int i = 0; i < 400 && rig.server->subscribed(rig.slot); ++i) {
         REQUIRE(rig.bus.publish("c", payload).ok());
         rig.server->on_bus_ready();
         rig.loop.run_once();
     }
-    CHECK_FALSE(rig.server->alive(rig.slot));
+    // Unsubscribed at once; the connection ends once its retry hint drains,
+    // or after --hold-drain-timeout if it never does.
     CHECK_FALSE(rig.server->subscribed(rig.slot));
     CHECK(rig.metrics.slow_readers_closed.load() == 1);
+    REQUIRE(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); },
+                               std::chrono::milliseconds(3000)));
     CHECK(rig.metrics.holds_open.load() == 0);
+}
+
+TEST_CASE(
+    "hold loop: a slow reader gets a retry hint and is replayed what it missed when it "
+    "comes back",
+    "[hold][loop][limits][history]") {
+    server::ServerConfig cfg;
+    cfg.hold_buffer_limit = 64 * 1024;
+    cfg.hold_drain_timeout = 0.2;
+    Rig rig(cfg);
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold", got);
+    const std::string payload(8 * 1024, 'x');
+    uint64_t last = 0;
+    for (int i = 0; i < 400 && rig.server->subscribed(rig.slot); ++i) {
+        last = rig.bus.publish("c", payload).id;
+        rig.server->on_bus_ready();
+        rig.loop.run_once();
+    }
+    REQUIRE(rig.metrics.slow_readers_closed.load() == 1);
+    // Published after the hold was dropped: these never reach it.
+    for (int i = 0; i < 3; ++i) last = rig.bus.publish("c", "later").id;
+    rig.server->on_bus_ready();
+    // The client reads what reached it: whole events, then the hint.
+    REQUIRE(rig.wait_eof(*rig.conn, std::chrono::milliseconds(5000)));
+    const std::string& in = rig.conn->in;
+    REQUIRE(in.ends_with("retry: 1000\n\n"));
+    size_t at = in.rfind("id: ");
+    REQUIRE(at != std::string::npos);
+    uint64_t seen = std::stoull(in.substr(at + 4));
+    REQUIRE(seen < last);
+    // It comes back with the last id it saw: every later event, from history.
+    auto again = rig.connect();
+    REQUIRE(again->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\nLast-Event-ID: " +
+                        std::to_string(seen) + "\r\n\r\n"));
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    REQUIRE(rig.read_until(*again, "id: " + std::to_string(last) + "\n"));
+    for (uint64_t id = seen + 1; id <= last; ++id)
+        CHECK(again->in.find("id: " + std::to_string(id) + "\n") != std::string::npos);
+    CHECK(again->in.find("id: " + std::to_string(seen) + "\n") == std::string::npos);
+    CHECK(again->in.find("m0-reset") == std::string::npos);
 }
 
 TEST_CASE("hold loop: heartbeats are written while a hold is idle", "[hold][loop]") {
@@ -295,4 +344,81 @@ TEST_CASE("hold loop: a reader whose backlog stays over the limit past the drain
     CHECK(rig.metrics.slow_readers_closed.load() == 1);
     CHECK_FALSE(rig.server->subscribed(rig.slot));
     CHECK(rig.metrics.holds_open.load() == 0);
+}
+
+// ---- history and replay ------------------------------------------------------------
+
+TEST_CASE(
+    "hold loop: a cursor is replayed what history keeps after it, then goes live, no "
+    "duplicate at the boundary",
+    "[hold][loop][history]") {
+    Rig rig;
+    for (int i = 1; i <= 3; ++i) REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).ok());
+    REQUIRE(rig.bus.publish("d", "elsewhere").ok());  // id 4, another channel
+    rig.hold("channel=c,d", "1");
+    REQUIRE(rig.bus.publish("c", "e5").ok());
+    std::string got;
+    rig.read_until("id: 5\n", got);
+    size_t body = got.find(": mojo hold\n\n");
+    REQUIRE(body != std::string::npos);
+    CHECK(got.substr(body + 13) ==
+          "id: 2\ndata: e2\n\nid: 3\ndata: e3\n\nid: 4\ndata: elsewhere\n\nid: 5\ndata: e5\n\n");
+    CHECK(rig.metrics.events_replayed.load() == 3);
+    CHECK(rig.metrics.resets_sent.load() == 0);
+}
+
+TEST_CASE(
+    "hold loop: a cursor older than the history says m0-reset, without an id, then "
+    "replays what is kept",
+    "[hold][loop][history]") {
+    Rig rig({}, bus::BusOptions{.history = {.per_channel = 2}});
+    for (int i = 1; i <= 5; ++i) REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).ok());
+    rig.hold("channel=c", "1");
+    std::string got;
+    rig.read_until("id: 5\n", got);
+    REQUIRE(rig.bus.publish("c", "e6").ok());
+    rig.read_until("id: 6\n", got);
+    size_t body = got.find(": mojo hold\n\n");
+    REQUIRE(body != std::string::npos);
+    CHECK(got.substr(body + 13) ==
+          "event: m0-reset\ndata: {\"oldest\": 4}\n\n"
+          "id: 4\ndata: e4\n\nid: 5\ndata: e5\n\nid: 6\ndata: e6\n\n");
+    CHECK(rig.metrics.resets_sent.load() == 1);
+}
+
+TEST_CASE("hold loop: an event published while the handler ran is replayed (the snapshot gap)",
+          "[hold][loop][history]") {
+    Rig rig;
+    rig.send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n");
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    uint64_t during = 0;
+    rig.on_point = [&](hold::Point p, SlotRef) {
+        // After the position was read, before the frame: the handler renders.
+        if (p == hold::Point::handler_start) during = rig.bus.publish("c", "during").id;
+    };
+    REQUIRE(rig.pool->pool().run_next());
+    REQUIRE(during != 0);
+    std::string got;
+    rig.read_until("data: during", got);
+    CHECK(got.find("id: " + std::to_string(during) + "\ndata: during\n\n") != std::string::npos);
+    CHECK(rig.metrics.events_replayed.load() == 1);
+}
+
+TEST_CASE("hold loop: a cursor in the lastEventID query parameter counts; the header wins",
+          "[hold][loop][history]") {
+    Rig rig;
+    for (int i = 1; i <= 3; ++i) REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).ok());
+    SECTION("the query parameter") {
+        rig.hold("channel=c&lastEventID=2");
+        std::string got;
+        rig.read_until("id: 3\n", got);
+        CHECK(got.find("id: 2\n") == std::string::npos);
+    }
+    SECTION("the header over the query parameter") {
+        rig.hold("channel=c&lastEventID=0", "2");
+        std::string got;
+        rig.read_until("id: 3\n", got);
+        CHECK(got.find("id: 1\n") == std::string::npos);
+        CHECK(got.find("id: 2\n") == std::string::npos);
+    }
 }

@@ -17,7 +17,6 @@ struct FakeSink : HoldSink {
     HoldTable* table = nullptr;
     std::map<uint64_t, std::string> sent;  // what each slot was sent
     std::map<uint64_t, size_t> backlog;    // bytes each slot has not taken
-    std::map<uint64_t, bool> closed_now;   // closed as a slow reader
     std::map<uint64_t, bool> closing;      // ending after its output drains
     bool reader_reads = true;              // false: every byte stays in the backlog
 
@@ -25,10 +24,6 @@ struct FakeSink : HoldSink {
         sent[key(s)] += bytes;
         if (!reader_reads) backlog[key(s)] += bytes.size();
         return backlog[key(s)];
-    }
-    void close_now(SlotRef s) override {
-        closed_now[key(s)] = true;
-        table->release(s);
     }
     void close_after_write(SlotRef s) override { closing[key(s)] = true; }
 };
@@ -124,28 +119,31 @@ TEST_CASE(
     const std::string big(60, 'b');
     t.table.publish(t.event(1, "x", big), 10);
     t.table.publish(t.event(2, "x", big), 10);  // over the limit, under twice it
-    CHECK(t.table.has(kA));
+    CHECK(t.table.holding() == std::vector<SlotRef>{kA});
     SECTION("it drains in time: not slow") {
         t.sink.backlog[key(kA)] = 0;
         t.table.drained(kA, 0);
         t.table.publish(t.event(3, "x", big), 20);
         t.table.publish(t.event(4, "x", big), 20);
-        CHECK(t.table.has(kA));
+        CHECK(t.table.holding() == std::vector<SlotRef>{kA});
         CHECK(t.metrics.slow_readers_closed.load() == 0);
     }
     SECTION("it stays over past the drain timeout: closed at the next write") {
         t.table.heartbeat(11);  // it wrote since the last tick: no heartbeat yet
         t.table.heartbeat(14.9);
-        CHECK(t.table.has(kA));
+        CHECK(t.table.holding() == std::vector<SlotRef>{kA});
         t.table.heartbeat(15.1);
-        CHECK_FALSE(t.table.has(kA));
-        CHECK(t.sink.closed_now[key(kA)]);
+        // Dropped: a retry hint (it comes back with its Last-Event-ID), then the end.
+        CHECK(t.table.holding().empty());
+        CHECK(t.sink.closing[key(kA)]);
+        CHECK(t.sink.sent[key(kA)].ends_with(":\n\nretry: 1000\n\n"));
         CHECK(t.metrics.slow_readers_closed.load() == 1);
     }
     SECTION("it passes twice the limit: closed at once") {
         t.table.publish(t.event(3, "x", big), 10);
         t.table.publish(t.event(4, "x", big), 10);
-        CHECK_FALSE(t.table.has(kA));
+        CHECK(t.table.holding().empty());
+        CHECK(t.sink.closing[key(kA)]);
         CHECK(t.metrics.slow_readers_closed.load() == 1);
     }
 }

@@ -75,7 +75,9 @@ struct ServerRig {
     bus::BusChannel bus;
     std::unique_ptr<server::Server> server;
 
-    explicit ServerRig(server::ServerConfig cfg = {}, bool realtime = false) {
+    explicit ServerRig(server::ServerConfig cfg = {}, bool realtime = false,
+                       bus::BusOptions bus_options = {})
+        : bus(bus_options) {
         // A write to a closed peer must be an error return, not a signal.
         std::signal(SIGPIPE, SIG_IGN);
         server = std::make_unique<server::Server>(loop, std::move(cfg), ring,

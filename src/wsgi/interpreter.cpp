@@ -6,7 +6,7 @@
 namespace m0::wsgi {
 
 namespace {
-bus::BusChannel* g_bus = nullptr;  // written once in start(), before any pool thread
+bus::Bus* g_bus = nullptr;  // written once in start(), before any pool thread
 PyThreadState* g_main_state = nullptr;
 
 // _m0.publish(channel, data, event=None) -> int
@@ -150,7 +150,7 @@ void log_exception(const std::string& context) {
     M0_LOG(error, text);
 }
 
-bool start(const PythonOptions& opts, bus::BusChannel* bus, std::string& err) {
+bool start(const PythonOptions& opts, bus::Bus* bus, std::string& err) {
     g_bus = bus;
     if (PyImport_AppendInittab("_m0", init_m0) == -1) {
         err = "cannot register the _m0 module";

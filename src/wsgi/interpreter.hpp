@@ -27,7 +27,7 @@ struct PythonOptions {
 
 // Initializes the interpreter; false with `err` set. `bus` (null without
 // --realtime) is what _m0.publish sends on; it must outlive the interpreter.
-bool start(const PythonOptions& opts, bus::BusChannel* bus, std::string& err);
+bool start(const PythonOptions& opts, bus::Bus* bus, std::string& err);
 // Imports "module.path:callable" (the callable may be a dotted attribute path)
 // with the GIL taken; returns a new reference, or null with `err` set (the
 // traceback is logged). Call between start() and the first job.

@@ -296,7 +296,7 @@ Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req) {
 void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, http::Request& req,
                size_t thread_index) {
     // Read before the app may consume the request.
-    const uint64_t cursor = hold::read_cursor(req);
+    const hold::Start start = hold::read_start(h, req);
     Job j;
     j.h = &h;
     j.pool = &pool;
@@ -412,7 +412,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
                 M0_LOG(error, j.worker, " on ", req.target, ": ", d.error);
                 hold::post_response(h, slot, http::error_response(502, d.error));
             } else {
-                hold::finish_hold(h, slot, cursor, std::move(j.resp), std::move(d));
+                hold::finish_hold(h, slot, start, std::move(j.resp), std::move(d));
             }
             break;
         }

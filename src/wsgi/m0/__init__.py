@@ -8,8 +8,11 @@ close-delimited) whose first bytes are the response body, subscribes the
 connection to the named channels and frees the pool thread. Every event
 published to one of those channels afterwards is written to the connection
 as ``id: N`` / ``event: NAME`` / ``data: ...`` lines; ``N`` comes from one
-server-wide counter, so a reconnecting client's ``Last-Event-ID`` header mutes
-what it has already seen. :func:`hold_stream_response` builds that answer.
+server-wide counter. A reconnecting client's ``Last-Event-ID`` is replayed
+what the channel's history kept after it, then hears live events; when the
+history cannot fill the gap the stream first carries ``event: m0-reset``
+(no id), and the application reloads its state.
+:func:`hold_stream_response` builds that answer.
 
 :func:`publish` hands an event to the server's in-process bus through the
 built-in module ``_m0``, which only m0serve provides. Without

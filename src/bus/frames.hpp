@@ -1,0 +1,35 @@
+// The frames of the bus channel: what pool threads (and the admin API) queue
+// for the loop. Plain values, any thread.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace m0::bus {
+
+// The reserved "h" frame: hold this slot on these channels.
+struct HoldFrame {
+    std::string stream_url;  // reserved_stream_url(slot)
+    uint64_t cursor = 0;     // Last-Event-ID: ids <= cursor are muted; 0 when absent
+    // The bus position the pool thread read before the handler ran: a hold
+    // without a cursor starts there, so what was published while the handler
+    // rendered its head is replayed, not lost.
+    uint64_t position = 0;
+    // Set by the bus as it queues the frame: the last id queued before it.
+    // Replay covers ids up to here; later ids reach the hold live.
+    uint64_t upto = 0;
+    std::vector<std::string> channels;
+    std::string worker;
+};
+
+struct PublishFrame {
+    uint64_t id = 0;
+    std::string channel;
+    std::string event;  // empty: no `event:` line
+    std::string data;
+};
+
+using Frame = std::variant<HoldFrame, PublishFrame>;
+
+}  // namespace m0::bus
