@@ -19,6 +19,12 @@ Phase 1 runs `node test_live.mjs` (BASE_URL, SCREENSHOT=build/textshelf-live.png
 ADMIN_URL and ADMIN_KEY for its reconnect steps: the admin POST /close drops
 alice's stream, her browser reconnects with Last-Event-ID) and relays its
 lines to stderr; it passes when the test exits 0 with nothing failed or skipped.
+It also restarts the server when the test asks (RESTART=stdio): on the line
+`@restart` from node it stops m0serve by PID (SIGTERM, exit 0), starts a new
+one with the same command line (same port, admin port, database, grant and
+admin key files) and answers `@restarted OLD_PID NEW_PID` on node's stdin,
+or `@restart-failed REASON`. The browser's EventSource comes back by itself
+to the new process with its old Last-Event-ID, which predates it: m0-reset.
 Phase 2: an EventSource that reconnects sends `Last-Event-ID: N`, N the
 last id it saw; over /native/live it must get only later events -- and the
 cursor must really filter, so a client whose cursor is ahead of the counter
@@ -37,7 +43,7 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in smoke/ or src/wsgi/m0/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    ROOT, Smoke, check, check_hold_head, check_stream, leave, read_head_body, short)
+    ROOT, Fail, Server, Smoke, check, check_hold_head, check_stream, leave, read_head_body, short)
 from textshelf_lib import (  # noqa: E402
     DOC, FIXTURE, MOJO_HEAD, User, key_file, new_key, read_events, seed,
     textshelf_server)
@@ -56,11 +62,36 @@ def start(ctx):
     return textshelf_server(ctx, key_file(ctx, "grant.keys", [new_key("k1")]))
 
 
-def relay(cmd, cwd, env, budget, prefix):
+def restart(ctx, srv):
+    """Stops srv by PID (SIGTERM, exit 0) and starts the same command line
+    again: same port and admin port, same environment (database, grant key
+    file). Returns the new Server."""
+    srv.require_own("it restarts the server")
+    old_pid = srv.proc.pid
+    t0 = time.monotonic()
+    srv.stop()
+    stopped = time.monotonic() - t0
+    again = Server(ctx, srv.binary, srv.args, "%s-restarted" % srv.label,
+                   admin_key=srv.admin_key, env=srv.env)
+    # The same listeners: srv.args already names the admin one.
+    again.addr, again.admin = srv.addr, srv.admin
+    again.argv = [srv.binary, "--listen", "%s:%d" % srv.addr] + srv.args
+    ctx.servers.append(again)
+    t1 = time.monotonic()
+    again.start()
+    sys.stderr.write("  restart: pid %d stopped (SIGTERM, exit 0) in %.2fs; pid %d accepting on %s:%d "
+                     "in %.2fs\n" % (old_pid, stopped, again.proc.pid, srv.addr[0], srv.addr[1],
+                                     time.monotonic() - t1))
+    return again
+
+
+def relay(cmd, cwd, env, budget, prefix, on_line=None):
     """Runs cmd, copying its output lines to stderr as they come; returns
-    (rc, lines). rc is None when it was killed at the budget."""
-    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+    (rc, lines). rc is None when it was killed at the budget. With on_line,
+    each line is also passed to it, and what it returns (a line) is written
+    to cmd's stdin."""
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE if on_line else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     lines = []
 
     def pump():
@@ -69,6 +100,13 @@ def relay(cmd, cwd, env, budget, prefix):
             lines.append(line)
             sys.stderr.write("%s%s\n" % (prefix, line))
             sys.stderr.flush()
+            answer = on_line(line) if on_line else None
+            if answer is not None:
+                try:
+                    p.stdin.write(answer.encode("utf-8") + b"\n")
+                    p.stdin.flush()
+                except OSError as e:
+                    sys.stderr.write("  could not answer %r: %s\n" % (line, e))
 
     t = threading.Thread(target=pump, daemon=True)
     t.start()
@@ -79,6 +117,11 @@ def relay(cmd, cwd, env, budget, prefix):
         p.wait(10)
         rc = None
     t.join(5)
+    if p.stdin:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
     return rc, lines
 
 
@@ -93,7 +136,7 @@ def ensure_node_modules():
 
 
 @smoke.phase(1, "browser: test_live.mjs against textshelf on m0serve (mojo and WSGI paths, 403s, badge, "
-                "reconnect after the admin POST /close)")
+                "reconnect after the admin POST /close, a server restart: m0-reset and the page's resync)")
 def phase1(ctx):
     node = shutil.which("node")
     check(node, "node is not installed")
@@ -104,8 +147,23 @@ def phase1(ctx):
     env.update({"BASE_URL": "http://%s:%d" % srv.addr, "SCREENSHOT": SCREENSHOT, "CHROMIUM": CHROMIUM,
                 "ADMIN_URL": "http://%s:%d" % srv.admin, "ADMIN_KEY": srv.admin_key})
     env.pop("HEADED", None)
+    env["RESTART"] = "stdio"
+    current = [srv]
+
+    def on_line(line):
+        if line.strip() != "@restart":
+            return None
+        try:
+            old = current[0]
+            current[0] = restart(ctx, old)
+            return "@restarted %d %d" % (old.proc.pid, current[0].proc.pid)
+        except Fail as e:
+            return "@restart-failed %s" % " ".join(str(e).split())
+        except Exception as e:  # noqa: BLE001 - node reports it as its step's failure
+            return "@restart-failed %s: %s" % (type(e).__name__, " ".join(str(e).split()))
+
     t0 = time.monotonic()
-    rc, lines = relay([node, "test_live.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ")
+    rc, lines = relay([node, "test_live.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ", on_line)
     took = time.monotonic() - t0
     check(rc is not None, "test_live.mjs still running after %.0fs (killed)" % NODE_BUDGET_S)
     summary = [m for m in (re.match(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", l) for l in lines) if m]
