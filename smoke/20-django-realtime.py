@@ -2,7 +2,8 @@
 """smoke-django-realtime: holds taken by the WSGI pool (a Django view), the
 shared id counter, heartbeats, the admin listener and the publish boundary.
 
-Server (a fresh one per phase, so the id counter starts at 1):
+Server (a fresh one per phase; its ids start at the clock, so phases compare
+ids with each other or with m0_bus_last_id, never with 1):
 
     m0serve --listen 127.0.0.1:P --chdir fixtures/djangoproj \\
             --mount /=djangoproj.wsgi:application --mount /native=mojo \\

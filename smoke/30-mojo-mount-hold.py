@@ -10,8 +10,8 @@ The server is started exactly as the design note's probe ran it:
 plus --listen (a free port) and --chdir fixtures/djangoproj; phase 3 adds
 --heartbeat 0.5. The one exception to that command line: phase 4 adds
 --admin-listen, because /metrics lives on the admin listener. Phase 6 drops
---realtime (it checks the degrade). A fresh server per phase, so the shared
-id counter starts at 1 where a phase counts on it.
+--realtime (it checks the degrade). A fresh server per phase; ids start at
+the clock, so phases compare ids with each other, never with 1.
 
 Each phase pins one thing that would be silent-wrong otherwise; one line per
 phase, PASS or FAIL with the reason.

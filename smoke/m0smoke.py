@@ -731,7 +731,7 @@ class Server:
         self.admin = None
         self.admin_key = admin_key
         self.reused = bool(os.environ.get("SERVER"))
-        self.fresh = not self.reused  # the id counter starts at 1
+        self.fresh = not self.reused  # started by this smoke: its counters start at 0
         self.stopped = False
         self.rc = None
         if self.reused:

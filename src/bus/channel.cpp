@@ -98,6 +98,9 @@ Replay BusChannel::replay(const std::vector<std::string>& channels, uint64_t aft
     // A cursor at or below where this bus began (a restart) names events it
     // never had.
     if (after != 0 && after < first_id_) r.gap = true;
+    // With no history kept nothing marks what was missed: any id published
+    // after the start may have been on these channels.
+    if (history_.limits().per_channel == 0 && after < upto) r.gap = true;
     return r;
 }
 

@@ -145,3 +145,12 @@ TEST_CASE("bus: the clock seed grows with time and stays exact in JavaScript", "
     CHECK(a < (1ull << 53));
     CHECK(clock_seed() >= a);
 }
+
+TEST_CASE("bus: with --history 0 a cursor behind the position is a gap, not silence",
+          "[bus][history]") {
+    BusChannel b(BusOptions{.history = {.per_channel = 0}});
+    b.publish("a", "one");
+    b.publish("a", "two");
+    CHECK(b.replay({"a"}, 1, 2).gap);
+    CHECK_FALSE(b.replay({"a"}, 2, 2).gap);
+}

@@ -1,5 +1,7 @@
 #include "server/holds.hpp"
 
+#include <algorithm>
+
 #include "http/sse.hpp"
 #include "loop/log.hpp"
 
@@ -45,10 +47,21 @@ bool HoldTable::start(SlotRef slot, double now) {
     Hold* h = find(slot);
     if (!h) return false;
     h->started = true;
-    auto pending = std::move(h->pending);
-    for (const auto& ev : pending)
-        if (!write(*h, ev, now)) return false;
-    return true;
+    h->pending_live = 0;  // what waited for the head is paced like the replay
+    return flush(*h, now);
+}
+
+bool HoldTable::flush(Hold& h, double now) {
+    size_t backlog = sink_.backlog(h.slot);
+    while (!h.pending.empty() && backlog <= cfg_.buffer_limit) {
+        const std::string& ev = h.pending.front();
+        backlog = sink_.write(h.slot, ev);
+        h.pending_live -= std::min(h.pending_live, ev.size());
+        metrics_.events_delivered.fetch_add(1);
+        h.wrote_since_tick = true;
+        h.pending.pop_front();
+    }
+    return check_backlog(h, backlog, now);
 }
 
 void HoldTable::publish(const bus::PublishFrame& f, double now) {
@@ -65,10 +78,16 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
             metrics_.events_muted.fetch_add(1);
             continue;
         }
-        if (!h->started)
+        if (!h->started || !h->pending.empty()) {
+            // Behind the head, or behind a replay still being paced out.
             h->pending.push_back(bytes);
-        else
+            if (h->started) {
+                h->pending_live += bytes.size();
+                check_backlog(*h, sink_.backlog(s), now);
+            }
+        } else {
             write(*h, bytes, now);
+        }
     }
 }
 
@@ -80,12 +99,15 @@ bool HoldTable::write(Hold& h, std::string_view bytes, double now) {
 }
 
 bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
-    if (backlog <= cfg_.buffer_limit) {
+    // Behind: the backlog is over the limit, or events still wait to be written.
+    if (backlog <= cfg_.buffer_limit && h.pending.empty()) {
         h.over_since = 0;
         return true;
     }
     if (h.over_since == 0) h.over_since = now;
-    if (backlog <= 2 * cfg_.buffer_limit && now - h.over_since < cfg_.drain_timeout) return true;
+    if (backlog <= 2 * cfg_.buffer_limit && h.pending_live <= 2 * cfg_.buffer_limit &&
+        now - h.over_since < cfg_.drain_timeout)
+        return true;
     SlotRef slot = h.slot;
     M0_LOG(info, "slow reader: hold on slot ", to_string(slot), " kept ", std::to_string(backlog),
            " bytes unsent over --hold-buffer-limit, closed");
@@ -100,8 +122,9 @@ void HoldTable::heartbeat(double now) {
     for (SlotRef s : holding()) {
         Hold* h = find(s);
         if (!h) continue;
-        if (h->wrote_since_tick) {
+        if (h->wrote_since_tick || !h->pending.empty()) {
             h->wrote_since_tick = false;
+            check_backlog(*h, sink_.backlog(s), now);
             continue;
         }
         size_t backlog = sink_.write(s, sse::kHeartbeat);
@@ -109,9 +132,14 @@ void HoldTable::heartbeat(double now) {
     }
 }
 
-void HoldTable::drained(SlotRef slot, size_t backlog) {
+void HoldTable::drained(SlotRef slot, size_t backlog, double now) {
     Hold* h = find(slot);
-    if (h && backlog <= cfg_.buffer_limit) h->over_since = 0;
+    if (!h || !h->started || h->dropped || backlog > cfg_.buffer_limit) return;
+    if (h->pending.empty()) {
+        h->over_since = 0;
+        return;
+    }
+    flush(*h, now);
 }
 
 bool HoldTable::drop(SlotRef slot, uint64_t retry_ms) {

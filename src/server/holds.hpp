@@ -24,6 +24,7 @@
 // slow-reader rule are unit-tested without sockets (test_holds.cpp).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -48,6 +49,8 @@ class HoldSink {
     virtual ~HoldSink() = default;
     // Appends `bytes` to the slot's output; returns its backlog afterwards.
     virtual size_t write(SlotRef slot, std::string_view bytes) = 0;
+    // The slot's backlog: bytes written to it and not yet on its socket.
+    virtual size_t backlog(SlotRef slot) const = 0;
     // Closes the slot once what was written has drained (after a retry hint),
     // within a bound; the server then calls HoldTable::release.
     virtual void close_after_write(SlotRef slot) = 0;
@@ -73,8 +76,9 @@ class HoldTable {
     void publish(const bus::PublishFrame& f, double now);
     // A comment line to every started hold idle since the last tick.
     void heartbeat(double now);
-    // The slot's backlog went down to `backlog` bytes (the server's write callback).
-    void drained(SlotRef slot, size_t backlog);
+    // The slot's backlog went down to `backlog` bytes, at or under the limit
+    // (the server's write callback): pending events continue.
+    void drained(SlotRef slot, size_t backlog, double now);
     // A retry hint (`retry_ms`), then no more events; the sink closes the slot
     // after the hint drains. Returns false if `slot` holds nothing started.
     bool drop(SlotRef slot, uint64_t retry_ms);
@@ -92,17 +96,24 @@ class HoldTable {
     struct Hold {
         SlotRef slot;
         uint64_t cursor = 0;
-        bool started = false;              // the head is written
-        bool dropped = false;              // a retry hint was sent: nothing more
-        bool wrote_since_tick = false;     // heartbeat only when idle
-        double over_since = 0;             // backlog over the limit since (0: it is not)
-        std::vector<std::string> pending;  // events that arrived before the head
+        bool started = false;           // the head is written
+        bool dropped = false;           // a retry hint was sent: nothing more
+        bool wrote_since_tick = false;  // heartbeat only when idle
+        double over_since = 0;          // behind (see behind()) since; 0: it is not
+        // Events not yet written, in order: the replay and whatever arrived
+        // before the head, then live events that came while those still
+        // waited. They are written as the backlog drains under the limit, so
+        // a large replay paces itself to the reader instead of filling memory.
+        std::deque<std::string> pending;
+        size_t pending_live = 0;  // bytes of live events among them (the slow-reader bound)
     };
     Hold* find(SlotRef slot);
     const Hold* find(SlotRef slot) const;
     // Writes to a started hold and applies the slow-reader rule; false when the
     // slot was closed.
     bool write(Hold& h, std::string_view bytes, double now);
+    // Writes pending events while the backlog is under the limit.
+    bool flush(Hold& h, double now);
     bool check_backlog(Hold& h, size_t backlog, double now);
 
     HoldSink& sink_;

@@ -309,7 +309,7 @@ void Server::on_write(bufferevent*, void* arg) {
         return;
     }
     if (c.phase == Phase::holding) {
-        s.holds_.drained(c.slot, left);
+        s.holds_.drained(c.slot, left, monotonic_seconds());
         return;
     }
     if (c.phase == Phase::reading) {
@@ -569,6 +569,8 @@ size_t Server::write(SlotRef slot, std::string_view bytes) {
     evbuffer_add(out, bytes.data(), bytes.size());
     return evbuffer_get_length(out);
 }
+
+size_t Server::backlog(SlotRef slot) const { return unsent(slot); }
 
 void Server::close_after_write(SlotRef slot) {
     Conn* c = find(slot);

@@ -162,6 +162,7 @@ class Server final : private HoldSink {
     void resume_reading(Conn& c);
     // HoldSink
     size_t write(SlotRef slot, std::string_view bytes) override;
+    size_t backlog(SlotRef slot) const override;
     void close_after_write(SlotRef slot) override;
     void check_drained();
     std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);

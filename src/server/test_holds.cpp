@@ -16,14 +16,18 @@ uint64_t key(SlotRef s) { return (uint64_t(s.index) << 32) | s.gen; }
 struct FakeSink : HoldSink {
     HoldTable* table = nullptr;
     std::map<uint64_t, std::string> sent;  // what each slot was sent
-    std::map<uint64_t, size_t> backlog;    // bytes each slot has not taken
+    std::map<uint64_t, size_t> unread;     // bytes each slot has not taken
     std::map<uint64_t, bool> closing;      // ending after its output drains
     bool reader_reads = true;              // false: every byte stays in the backlog
 
     size_t write(SlotRef s, std::string_view bytes) override {
         sent[key(s)] += bytes;
-        if (!reader_reads) backlog[key(s)] += bytes.size();
-        return backlog[key(s)];
+        if (!reader_reads) unread[key(s)] += bytes.size();
+        return unread[key(s)];
+    }
+    size_t backlog(SlotRef s) const override {
+        auto it = unread.find(key(s));
+        return it == unread.end() ? 0 : it->second;
     }
     void close_after_write(SlotRef s) override { closing[key(s)] = true; }
 };
@@ -121,8 +125,8 @@ TEST_CASE(
     t.table.publish(t.event(2, "x", big), 10);  // over the limit, under twice it
     CHECK(t.table.holding() == std::vector<SlotRef>{kA});
     SECTION("it drains in time: not slow") {
-        t.sink.backlog[key(kA)] = 0;
-        t.table.drained(kA, 0);
+        t.sink.unread[key(kA)] = 0;
+        t.table.drained(kA, 0, 20);
         t.table.publish(t.event(3, "x", big), 20);
         t.table.publish(t.event(4, "x", big), 20);
         CHECK(t.table.holding() == std::vector<SlotRef>{kA});
@@ -172,4 +176,45 @@ TEST_CASE("holds: an event fans out to fifty holds on one channel", "[holds]") {
     for (uint32_t i = 1; i <= 50; ++i)
         CHECK(t.sink.sent[key(SlotRef{i, 1})] == "id: 7\ndata: fan\n\n");
     CHECK(t.metrics.events_delivered.load() == 50);
+}
+
+TEST_CASE("holds: a replay larger than the limit is paced to the reader, not taken for slowness",
+          "[holds][history][limits]") {
+    HoldConfig cfg;
+    cfg.buffer_limit = 100;
+    cfg.drain_timeout = 5;
+    Table t(cfg);
+    bus::Replay replay;
+    for (uint64_t id = 1; id <= 10; ++id)
+        replay.events.push_back(bus::PublishFrame{id, "x", "", std::string(50, 'r')});
+    t.metrics.holds_open.fetch_add(1);
+    t.table.open(kA, 0, {"x"}, replay);
+    t.sink.reader_reads = false;
+    REQUIRE(t.table.start(kA, 0));
+    // Written while the backlog was under the limit: two events (62 bytes each).
+    CHECK(t.sink.sent[key(kA)].find("id: 2\n") != std::string::npos);
+    CHECK(t.sink.sent[key(kA)].find("id: 3\n") == std::string::npos);
+    // A live event waits behind the replay.
+    t.table.publish(t.event(11, "x", "live"), 1);
+    CHECK(t.sink.sent[key(kA)].find("id: 11\n") == std::string::npos);
+    // The reader takes what it has, again and again: the rest follows, in order.
+    for (int i = 0; i < 10; ++i) {
+        t.sink.unread[key(kA)] = 0;
+        t.table.drained(kA, 0, 2 + i * 0.1);
+    }
+    const std::string& got = t.sink.sent[key(kA)];
+    size_t at = 0;
+    for (uint64_t id = 1; id <= 11; ++id) {
+        size_t next = got.find("id: " + std::to_string(id) + "\n", at);
+        REQUIRE(next != std::string::npos);
+        at = next;
+    }
+    CHECK(t.table.holding() == std::vector<SlotRef>{kA});
+    CHECK(t.metrics.slow_readers_closed.load() == 0);
+    SECTION("a catch-up that stalls past the drain timeout is a slow reader") {
+        for (uint64_t id = 12; id <= 20; ++id) t.table.publish(t.event(id, "x", "more"), 3);
+        t.table.heartbeat(9);
+        CHECK(t.table.holding().empty());
+        CHECK(t.metrics.slow_readers_closed.load() == 1);
+    }
 }

@@ -214,6 +214,21 @@ class PublishTest(SimpleTestCase):
     def test_get_is_refused(self):
         self.assertEqual(self.client.get("/publish").status_code, 405)
 
+    def test_hold_publish_publishes_then_holds_and_names_the_id(self):
+        native = FakeNative()
+        with mock.patch.dict(sys.modules, {"_m0": native}):
+            response = self.client.get("/hold-publish", {"channel": "demo",
+                                                         "data": "inside"})
+        self.assertEqual(native.calls, [("demo", "inside", None)])
+        self.assertEqual(response["M0-Hold"], "stream")
+        self.assertEqual(response["M0-Channel"], "demo")
+        self.assertEqual(response.content, b": django hold published 42\n\n")
+
+    def test_hold_publish_refuses_a_bad_channel(self):
+        with mock.patch.dict(sys.modules, {"_m0": FakeNative()}):
+            response = self.client.get("/hold-publish", {"channel": "m0.slot.1"})
+        self.assertEqual(response.status_code, 400)
+
 
 class ValidatedApplicationTest(SimpleTestCase):
     """djangoproj.wsgi.validated_application, called as a WSGI server would."""
