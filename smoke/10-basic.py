@@ -22,6 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import emit  # noqa: E402
 from m0smoke import (  # noqa: E402
     DJANGO_ARGS, HOST, Conn, Fail, Server, Smoke, build_request, check, check_error,
     check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short)
@@ -740,6 +741,38 @@ def phase34(ctx):
     check("accepting resumed" in srv.log_text(), "no 'accepting resumed' in the log")
     check("--max-connections 1000 is more than the file descriptor limit" in srv.log_text(),
           "no start-up warning that --max-connections passes the fd limit")
+
+
+@smoke.phase(37, "a client that pipelines for 4 s and never reads costs the server bounded memory "
+                 "(the RSS growth recorded as pipeline-unread-rss-growth-kib; limit 32 MiB)")
+def phase37(ctx):
+    srv = server(ctx)
+    srv.require_own("it reads the server's RSS from /proc")
+
+    def rss_kib():
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            return int(f.read().split("VmRSS:")[1].split()[0])
+
+    check(http(srv.addr, "GET", "/native/hello").status == 200, "/native/hello before the pipeline")
+    before = rss_kib()
+    c = socket.create_connection(srv.addr)
+    # A small receive buffer: the answers back up into the server at once.
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    c.setblocking(False)
+    burst = build_request("GET", "/native/hello") * 1000
+    sent, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < 4.0:
+        try:
+            sent += c.send(burst)
+        except BlockingIOError:
+            time.sleep(0.01)
+    growth = rss_kib() - before
+    c.close()
+    emit.emit("pipeline-unread-rss-growth-kib", growth, "KiB", out=sys.stderr)
+    check(growth < 32 * 1024, "server RSS grew %d KiB over %.1f MB of pipelined requests it could "
+          "not answer into a client that never reads" % (growth, sent / 1e6))
+    r = http(srv.addr, "GET", "/native/hello")
+    check(r.status == 200, "the server after the unread pipeline: %s" % r.summary())
 
 
 if __name__ == "__main__":
