@@ -145,10 +145,12 @@ def main():
     for t in tests:
         if run_test(build, t, log) != 0:
             print(f"sabotage: baseline FAILED: {t} fails without any mutation (log: {log})")
+            print(f"reproduce: {build}/{t}")
             return 2
     print(f"sabotage: baseline green: {', '.join(tests)}")
 
     failures = 0
+    failed = set()
     for m in muts:
         target = tree / m.file
         original = target.read_text()
@@ -156,6 +158,7 @@ def main():
         if count != 1:
             print(f"STALE  {m.name}: its text occurs {count} times in {m.file}, not once; update the mutation")
             failures += 1
+            failed.add(m.name)
             continue
         try:
             marker.write_text(m.file)
@@ -163,6 +166,7 @@ def main():
             if sh(["cmake", "--build", build, "-j", args.jobs, "--target", m.test], log):
                 print(f"BROKEN {m.name}: the mutated tree does not build (log: {log})")
                 failures += 1
+                failed.add(m.name)
                 continue
             rc = run_test(build, m.test, log)
             if rc != 0:
@@ -170,13 +174,19 @@ def main():
             else:
                 print(f"MISSED {m.name}: {m.test} still passes although {m.what}")
                 failures += 1
+                failed.add(m.name)
         except subprocess.TimeoutExpired:
             print(f"MISSED {m.name}: {m.test} hung (timeout) although {m.what}")
             failures += 1
+            failed.add(m.name)
         finally:
             target.write_text(original)
             marker.unlink()
     print(f"sabotage: {len(muts) - failures} passed, {failures} failed")
+    if failures:
+        failed_names = [m.name for m in muts if m.name in failed]
+        print("reproduce: " + "; ".join(
+            f"/usr/bin/python3 sabotage/run.py --build {args.build} --only {n}" for n in failed_names))
     return 1 if failures else 0
 
 

@@ -1033,6 +1033,13 @@ class Smoke:
             sys.stderr.write("  --- %s log tail (%s):\n" % (s.label, s.log_path))
             for line in s.log_tail():
                 sys.stderr.write("  | %s\n" % line)
+        # The last line: what reproduces this failure, with each server's
+        # exact command line and log.
+        started = ["server: %s (log %s)" % (" ".join(s.argv), s.log_path)
+                   for s in ctx.servers if not s.reused and getattr(s, "argv", None)]
+        print("reproduce: %s smoke/%s.py --binary %s --phase %d%s" % (
+            "/usr/bin/python3", self.script, os.path.relpath(self.binary, ROOT), number,
+            "".join("   # " + x for x in started)), flush=True)
         sys.stderr.flush()
         return False
 
