@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import emit  # noqa: E402
 from m0smoke import (  # noqa: E402
     DJANGO_ARGS, HOST, Conn, Fail, Server, Smoke, build_request, check, check_error,
-    check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short)
+    check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short,
+    wait_metric)
 
 SCRIPT = "10-basic"
 MIB = 1 << 20
@@ -773,6 +774,26 @@ def phase37(ctx):
           "not answer into a client that never reads" % (growth, sent / 1e6))
     r = http(srv.addr, "GET", "/native/hello")
     check(r.status == 200, "the server after the unread pipeline: %s" % r.summary())
+
+
+@smoke.phase(38, "--request-timeout 1: a view still running after 1 s is answered 504 and the "
+                 "connection closed; the server serves on, and its late answer reaches nobody")
+def phase38(ctx):
+    srv = server(ctx, ["--request-timeout", "1"], admin=True)
+    c = ctx.connect(srv)
+    t0 = time.monotonic()
+    r = c.request("GET", "/slow?s=2.5", timeout=5)
+    took = time.monotonic() - t0
+    check_error(r, 504, "/slow?s=2.5 past --request-timeout 1")
+    check(0.8 <= took < 2.4, "the 504 came after %.1fs, want about 1s" % took)
+    check(c.wait_eof(3.0), "the connection is not closed after the 504")
+    r = http(srv.addr, "GET", "/native/hello")
+    check(r.status == 200, "/native/hello after a timeout: %s" % r.summary())
+    ms = metrics(srv.admin)
+    check(metric(ms, "m0_requests_timed_out_total") == 1, "m0_requests_timed_out_total is %g" % metric(
+        ms, "m0_requests_timed_out_total"))
+    # The view ends at 2.5 s: its answer is dropped on the loop, counted.
+    wait_metric(srv.admin, "m0_completions_dropped_total", 1, 4.0, "the late answer")
 
 
 if __name__ == "__main__":

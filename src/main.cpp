@@ -49,6 +49,7 @@ const char* kUsage =
   --header-timeout SECONDS    time to receive a request, 408 past it (default 10)
   --keepalive-timeout SECONDS idle keep-alive connections are closed (default 30)
   --write-timeout SECONDS     output that does not drain is cut (default 60)
+  --request-timeout SECONDS   an application that has not answered is 504 (default 60)
   --max-connections N         past it, 503 and close (default: what the file
                               descriptor limit allows, at least --max-holds
                               with --realtime)
@@ -204,6 +205,8 @@ Options parse(int argc, char** argv) {
             o.server.keepalive_timeout = parse_seconds(a, value());
         } else if (a == "--write-timeout") {
             o.server.write_timeout = parse_seconds(a, value());
+        } else if (a == "--request-timeout") {
+            o.server.request_timeout = parse_seconds(a, value());
         } else if (a == "--max-connections") {
             o.server.max_connections = parse_number<size_t>(a, value(), 1, 1000000);
             o.max_connections_given = true;

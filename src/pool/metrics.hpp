@@ -23,6 +23,7 @@ struct Metrics {
     std::atomic<uint64_t> connections_refused{0};  // over --max-connections
     std::atomic<uint64_t> accept_paused{0};        // accept() out of fds: listeners paused
     std::atomic<uint64_t> requests_total{0};
+    std::atomic<uint64_t> requests_timed_out{0};  // 504s past --request-timeout
 };
 
 }  // namespace m0

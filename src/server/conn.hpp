@@ -27,6 +27,7 @@ struct Server::Conn {
     bool read_paused = false;    // output over the high-water mark: the next request waits
     bool idle_on_drain = false;  // an answer is draining: the keep-alive timer starts after
     bool chunked = false;        // the streaming body is chunk-framed
+    double deadline = 0;         // waiting: when --request-timeout answers 504 (monotonic)
     std::shared_ptr<StreamState> stream;
     std::string remote_addr;
     uint16_t remote_port = 0;

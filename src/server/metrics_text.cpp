@@ -53,6 +53,8 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
          "Times accept() ran out of file descriptors and accepting paused.",
          m.accept_paused.load());
     line(o, "m0_requests_total", "counter", "Requests parsed.", m.requests_total.load());
+    line(o, "m0_requests_timed_out_total", "counter",
+         "Requests answered 504 past --request-timeout.", m.requests_timed_out.load());
     o.append("# HELP m0_pool_busy_threads Pool threads running a job now.\n");
     o.append("# TYPE m0_pool_busy_threads gauge\n");
     for (const Pool* p : pools)

@@ -258,7 +258,11 @@ void Server::dispatch(Conn& c, Request req) {
         if (full) r.headers.add("Retry-After", "1");
         send_whole(c, r);
         finish_request(c);
+        return;
     }
+    // --request-timeout: the application's answer (or hold decision) is due by then.
+    c.deadline = monotonic_seconds() + cfg_.request_timeout;
+    arm_timer(c, cfg_.request_timeout);
 }
 
 void Server::finish_request(Conn& c) {
@@ -383,7 +387,7 @@ void Server::probe_departure(Conn& c) {
     if (c.version_minor < 1) return;
     static constexpr char kProbe[] = "HTTP/1.1 100 Continue\r\n\r\n";
     bufferevent_write(c.bev, kProbe, sizeof kProbe - 1);
-    arm_timer(c, kProbeSeconds);
+    arm_timer(c, std::min(kProbeSeconds, c.deadline - monotonic_seconds()));
 }
 
 bool Server::peer_reset(const Conn& c) {
@@ -404,14 +408,23 @@ void Server::on_timeout(Conn& c) {
         close_conn(c);
         return;
     }
-    if (c.phase == Phase::waiting && c.peer_eof) {
+    if (c.phase == Phase::waiting) {
+        const double now = monotonic_seconds();
+        if (now >= c.deadline) {
+            // The job may still run; its late answer finds the slot closing and
+            // is dropped, never written to another client.
+            metrics_.requests_timed_out.fetch_add(1);
+            ring_.cancels.cancel(c.slot);  // not yet taken: it will not run at all
+            fail_request(c, 504, "the application did not answer within --request-timeout");
+            return;
+        }
         // The departure probe: a reset means nobody is left to answer.
-        if (peer_reset(c)) {
+        if (c.peer_eof && peer_reset(c)) {
             M0_LOG(debug, "client of slot ", to_string(c.slot), " left while its request waited");
             close_conn(c);
-        } else {
-            arm_timer(c, kProbeSeconds);
+            return;
         }
+        arm_timer(c, c.peer_eof ? std::min(kProbeSeconds, c.deadline - now) : c.deadline - now);
         return;
     }
     if (c.phase != Phase::reading) return;

@@ -56,6 +56,7 @@ struct ServerConfig {
     double header_timeout = 10;
     double keepalive_timeout = 30;
     double write_timeout = 60;
+    double request_timeout = 60;  // an answer not decided in time is 504 (--request-timeout)
     double grace = 10;
     size_t max_connections = 1024;
     double heartbeat = 15;

@@ -1404,3 +1404,38 @@ TEST_CASE("server: pipelined input waiting to be parsed stays bounded while requ
     REQUIRE(answered > 10);
     CHECK(most <= 1024 * 1024 + 256 * 1024);
 }
+
+TEST_CASE(
+    "server: an application past request_timeout is answered 504, and its late answer "
+    "is dropped",
+    "[http][server][limits]") {
+    ServerConfig cfg;
+    cfg.request_timeout = 0.2;
+    Rig rig(cfg);
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    auto c = rig.connect();
+    c->send(kGet);
+    auto t0 = Clock::now();
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 504);
+    CHECK(Clock::now() - t0 >= 150ms);
+    CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK(rig.wait_eof(*c));
+    CHECK(rig.metrics.requests_timed_out.load() == 1);
+    // The application answers at last: nobody hears it.
+    REQUIRE(deferred.size() == 1);
+    Response late;
+    late.body = "too late";
+    rig.post(deferred[0], std::move(late));
+    auto other = rig.connect();
+    rig.app = [&](SlotRef s, const Request&) {
+        Response resp;
+        resp.body = "fresh";
+        rig.post(s, std::move(resp));
+    };
+    other->send(kGet);
+    CHECK(rig.reply(*other).body == "fresh");
+    CHECK(rig.metrics.completions_dropped.load() == 1);
+    CHECK(other->in.find("too late") == std::string::npos);
+}
