@@ -34,10 +34,29 @@ bool parse_level(std::string_view t, Level& out) {
     return false;
 }
 
+std::string format_line(std::string_view line) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(line.size());
+    for (char ch : line) {
+        auto c = static_cast<unsigned char>(ch);
+        if (c == '\n') {
+            out.append("\n  | ");
+        } else if (c < 0x20 || c == 0x7f) {
+            out.append("\\x").push_back(kHex[c >> 4]);
+            out.push_back(kHex[c & 15]);
+        } else {
+            out.push_back(ch);
+        }
+    }
+    return out;
+}
+
 void write(Level l, std::string_view line) {
     std::string out = "m0serve: ";
     if (l != Level::info) out.append(name(l)).append(": ");
-    out.append(line);
+    while (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+    out.append(format_line(line));
     out.push_back('\n');
     // One write(2) per line: lines from several threads do not interleave.
     ssize_t ignored = ::write(2, out.data(), out.size());

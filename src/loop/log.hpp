@@ -14,7 +14,13 @@ Level level();
 // Parses "debug", "info", "warn", "error"; false on anything else.
 bool parse_level(std::string_view text, Level& out);
 
+// Writes "m0serve: [LEVEL: ]" + format_line(line) + LF.
 void write(Level level, std::string_view line);
+// What write() makes of a message that may carry client input: every control
+// byte (below 0x20, and 0x7f) but LF is written \xNN, and each LF starts a
+// continuation line "  | ", so no input can forge a log line or send escape
+// sequences to a terminal.
+std::string format_line(std::string_view line);
 
 template <class... A>
 std::string cat(A&&... parts) {
