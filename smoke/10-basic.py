@@ -796,5 +796,61 @@ def phase38(ctx):
     wait_metric(srv.admin, "m0_completions_dropped_total", 1, 4.0, "the late answer")
 
 
+@smoke.phase(39, "SIGKILL with keep-alive clients and a request running, then the same command line at "
+                 "once: the new process binds the same port and serves")
+def phase39(ctx):
+    srv = server(ctx)
+    srv.require_own("it sends SIGKILL")
+    idle = ctx.connect(srv)
+    check(idle.request("GET", "/native/hello").status == 200, "/native/hello before the kill")
+    busy = ctx.connect(srv)
+    busy.send(build_request("GET", "/slow?s=3"))
+    time.sleep(0.3)
+    srv.kill()
+    again = Server(ctx, srv.binary, srv.args, "%s-again" % srv.label)
+    again.addr = srv.addr
+    again.argv = [srv.binary, "--listen", "%s:%d" % srv.addr] + srv.args
+    ctx.servers.append(again)
+    again.start()  # fails the phase if it cannot bind or does not come up
+    r = http(again.addr, "GET", "/native/hello")
+    check(r.status == 200, "/native/hello on the restarted server: %s" % r.summary())
+    check(busy.wait_eof(3.0), "the killed server's client was not closed")
+
+
+@smoke.phase(40, "SIGTERM with --grace 2, 1000 holds open, a view running and three queued: every hold "
+                 "gets its retry hint, the process exits 0 when grace ends")
+def phase40(ctx):
+    srv = server(ctx, ["--realtime", "--grace", "2", "--blocking-threads", "1"], admin=True)
+    srv.require_own("it sends SIGTERM")
+    holds = []
+    for i in range(1000):
+        c = Conn(srv.addr, timeout=5.0)
+        ctx.conns.append(c)
+        c.send(build_request("GET", "/native/hold?channel=grace40"))
+        holds.append(c)
+    for c in holds:
+        c.read_until(lambda b: b": mojo hold\n\n" in b, 10.0)
+    running = ctx.connect(srv)
+    running.send(build_request("GET", "/slow?s=6"))
+    queued = [ctx.connect(srv) for _ in range(3)]
+    for c in queued:
+        c.send(build_request("GET", "/slow?s=6"))
+    wait_metric(srv.admin, 'm0_pool_queued_jobs{pool="wsgi"}', 3, 3.0, "three views queued")
+    t0 = time.monotonic()
+    srv.terminate()
+    missing = 0
+    for c in holds:
+        c.read_until(lambda b: b"retry: " in b, 3.0)
+        missing += b"retry: " not in c.buf
+    check(missing == 0, "%d of 1000 holds got no retry hint" % missing)
+    rc = srv.wait_exit(6.0)
+    took = time.monotonic() - t0
+    if rc is None:
+        srv.kill()
+        raise Fail("the server did not exit within 6 s of SIGTERM with --grace 2")
+    check(rc == 0, "exit code %d after SIGTERM, want 0" % rc)
+    check(took < 4.0, "the server took %.1fs to exit with --grace 2" % took)
+
+
 if __name__ == "__main__":
     sys.exit(smoke.main())
