@@ -86,6 +86,33 @@ def keeping_app(environ, start_response):
             said.append(str(e))
     start_response('200 OK', [('Content-Type', 'text/plain')])
     return ['\n'.join(said).encode()]
+
+def non_iterable_app(environ, start_response):
+    start_response('200 OK', [])
+    return 42
+
+def twice_app(environ, start_response):
+    start_response('200 OK', [])
+    start_response('404 Not Found', [])
+    return [b'never']
+
+def str_body_app(environ, start_response):
+    start_response('200 OK', [])
+    return ['not bytes']
+
+def silent_app(environ, start_response):
+    return [b'no start_response']
+
+def broken_stream_app(environ, start_response):
+    start_response('200 OK', [])
+    def body():
+        yield b'first part'
+        raise ValueError('midway')
+    return body()
+
+def header_split_app(environ, start_response):
+    start_response('200 OK', [('X-Split', 'a\r\nSet-Cookie: evil=1')])
+    return [b'x']
 )PY";
 
 struct Python {
@@ -332,4 +359,34 @@ TEST_CASE("wsgi pool: a request whose client left before a thread took it is not
     CHECK(out.front().slot == SlotRef{2, 1});
     CHECK(out.front().response.body == "hello");
     CHECK(wp.pool().skipped.load() == 1);
+}
+
+TEST_CASE("wsgi pool: an app that breaks PEP 3333 gets a 500, never a malformed answer",
+          "[wsgi][pool][faults]") {
+    for (const char* name :
+         {"non_iterable_app", "twice_app", "str_body_app", "silent_app", "header_split_app"}) {
+        DYNAMIC_SECTION(name) {
+            Rig rig;
+            auto out = rig.run(name);
+            REQUIRE(out.size() == 1);
+            CHECK(out.front().kind == Completion::Kind::response);
+            CHECK(out.front().response.status == 500);
+            for (const auto& [k, v] : out.front().response.headers.items) {
+                CHECK(k.find_first_of("\r\n") == std::string::npos);
+                CHECK(v.find_first_of("\r\n") == std::string::npos);
+            }
+            CHECK(rig.pool.raised.load() == 1);
+        }
+    }
+}
+
+TEST_CASE("wsgi pool: a body that fails after its head ends aborted, so the client sees a cut",
+          "[wsgi][pool][faults]") {
+    Rig rig;
+    auto out = rig.run("broken_stream_app");
+    REQUIRE(out.size() >= 3);
+    CHECK(out.front().kind == Completion::Kind::head);
+    CHECK(out.back().kind == Completion::Kind::end);
+    CHECK(out.back().aborted);
+    CHECK(rig.pool.raised.load() == 1);
 }
