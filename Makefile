@@ -25,7 +25,7 @@ ADMIN_KEY  ?= $(BUILD)/admin.key
 TEXTSHELF  := fixtures/textshelf
 
 .PHONY: deps build configure test unit property property-long test-python smoke test-browser \
-        sabotage bench-holds serve serve-djangoproj fixtures-db clean format format-check
+        sabotage soak bench-holds serve serve-djangoproj fixtures-db clean format format-check
 
 # Every smoke/NN-NAME.py is a smoke, run by `make smoke-NAME` and by `make smoke`;
 # every group of sabotage/GROUP-*.mutation has `make sabotage-GROUP`. A new file
@@ -88,6 +88,12 @@ test-browser: smoke-textshelf-browser
 
 sabotage: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --all
+
+# Not part of `make test`: textshelf under load for SOAK_SECONDS, then checked
+# for loss, duplicates, failed requests and leaks (smoke/soak.py).
+SOAK_SECONDS ?= 180
+soak: build fixtures-db
+	SOAK_SECONDS=$(SOAK_SECONDS) $(PY) smoke/soak.py --binary $(M0SERVE)
 
 sabotage-%: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --group $*
