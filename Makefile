@@ -107,7 +107,7 @@ bench-holds: build
 #   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="json sse"]
 FUZZ_BUILD         ?= build-fuzz
 FUZZ_SECONDS       ?= 60
-FUZZ_BRIEF_SECONDS ?= 8
+FUZZ_BRIEF_SECONDS ?= 10
 FUZZ_TARGETS       ?= $(sort $(patsubst fuzz_%.cpp,%,$(notdir $(wildcard src/*/fuzz_*.cpp))))
 
 .PHONY: fuzz fuzz-build fuzz-brief fuzz-corpus
