@@ -11,7 +11,7 @@
 //     field names that are tokens, values without a control character (HTAB
 //     aside) and without whitespace at either end, at most one Host, never
 //     both Content-Length and Transfer-Encoding, a body within the limit and
-//     of its Content-Length;
+//     of its Content-Length; its path and query decode;
 //   - all three feeds give the same requests and the same 100-continue pauses,
 //     and an error in all or in none.
 #include <charconv>
@@ -71,6 +71,9 @@ void check_request(const Request& r) {
     FUZZ_CHECK(r.version_minor == 0 || host == 1);
     FUZZ_CHECK(te <= 1);
     FUZZ_CHECK(te == 0 || cl.empty());
+    // What the mounts read from a request: the decoded path, query parameters.
+    FUZZ_CHECK(m0::http::percent_decode(r.path, false).size() <= r.path.size());
+    if (auto v = r.query_param("lastEventID")) FUZZ_CHECK(v->size() <= r.query.size());
     if (!cl.empty()) {
         uint64_t n = 0;
         auto [p, ec] = std::from_chars(cl.data(), cl.data() + cl.size(), n);
