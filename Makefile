@@ -17,6 +17,8 @@ export PYTHONDONTWRITEBYTECODE := 1
 DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
                 libssl-dev catch2 librapidcheck-dev cmake g++ pkg-config make \
                 chromium fonts-liberation clang-format
+# The fuzzers (make fuzz, make fuzz-brief): clang and its libFuzzer runtime.
+DEB_PACKAGES += clang libclang-rt-14-dev
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
@@ -58,7 +60,7 @@ build: configure
 
 # ---- tests -------------------------------------------------------------
 test: deps build
-	$(MAKE) --no-print-directory format-check unit property test-python smoke sabotage
+	$(MAKE) --no-print-directory format-check unit property test-python smoke sabotage fuzz-brief
 	@echo "make test: every part passed"
 
 unit: build
@@ -101,6 +103,38 @@ sabotage-%: build
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build
 	$(PY) smoke/bench_holds.py --binary $(M0SERVE) --holds 2000 --events 200
+
+# ---- fuzzers (libFuzzer, clang) -------------------------------------------
+# Each src/<dir>/fuzz_<what>.cpp is a fuzzer, built into $(FUZZ_BUILD) by
+# clang++ with AddressSanitizer and UndefinedBehaviorSanitizer (CMake option
+# M0_FUZZ); fuzz/corpus/<what>/ holds its seeds (regress-* once found a bug).
+# fuzz/run.sh runs them one after the other; a crash lands in
+# $(FUZZ_BUILD)/crashes/ with the command that replays it.
+#   make fuzz [FUZZ_SECONDS=60] [FUZZ_TARGETS="json sse"]
+FUZZ_BUILD         ?= build-fuzz
+FUZZ_SECONDS       ?= 60
+FUZZ_BRIEF_SECONDS ?= 10
+FUZZ_TARGETS       ?= $(sort $(patsubst fuzz_%.cpp,%,$(notdir $(wildcard src/*/fuzz_*.cpp))))
+
+.PHONY: fuzz fuzz-build fuzz-brief fuzz-corpus
+
+$(FUZZ_BUILD)/CMakeCache.txt:
+	cmake -S . -B $(FUZZ_BUILD) -DM0_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
+
+fuzz-build: $(FUZZ_BUILD)/CMakeCache.txt
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+fuzz: fuzz-build
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Part of `make test`: every fuzzer replays its seeds, then fuzzes briefly.
+fuzz-brief: fuzz-build
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_BRIEF_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrites the seed files from fuzz/make_corpus.py.
+fuzz-corpus:
+	$(PY) fuzz/make_corpus.py
+# ---- end of fuzzers -------------------------------------------------------
 
 # ---- the demo -----------------------------------------------------------
 fixtures-db:

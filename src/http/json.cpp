@@ -6,6 +6,7 @@ namespace {
 struct P {
     std::string_view s;
     size_t i = 0;
+    const char* why = nullptr;  // set when a string fails for a reason worth naming
     void ws() {
         while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
     }
@@ -51,6 +52,39 @@ struct P {
         }
         return true;
     }
+    // RFC 8259 §8.1: JSON text is UTF-8. Takes the rest of the sequence whose
+    // lead byte `c` was just read: RFC 3629 §4, so no overlong form, no
+    // surrogate (U+D800..U+DFFF) and nothing past U+10FFFF.
+    bool utf8_rest(unsigned char c, std::string& out) {
+        size_t n;
+        unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 1;
+        } else if (c == 0xE0) {
+            n = 2, lo = 0xA0;
+        } else if (c == 0xED) {
+            n = 2, hi = 0x9F;
+        } else if (c >= 0xE1 && c <= 0xEF) {
+            n = 2;
+        } else if (c == 0xF0) {
+            n = 3, lo = 0x90;
+        } else if (c >= 0xF1 && c <= 0xF3) {
+            n = 3;
+        } else if (c == 0xF4) {
+            n = 3, hi = 0x8F;
+        } else {
+            return false;
+        }
+        if (s.size() - i < n) return false;
+        for (size_t k = 0; k < n; ++k) {
+            auto b = static_cast<unsigned char>(s[i + k]);
+            if (b < (k == 0 ? lo : 0x80) || b > (k == 0 ? hi : 0xBF)) return false;
+        }
+        out += static_cast<char>(c);
+        out.append(s.substr(i, n));
+        i += n;
+        return true;
+    }
     bool str(std::string& out) {
         ws();
         if (i >= s.size() || s[i] != '"') return false;
@@ -59,6 +93,11 @@ struct P {
             char c = s[i++];
             if (c == '"') return true;
             if (static_cast<unsigned char>(c) < 0x20) return false;
+            if (static_cast<unsigned char>(c) >= 0x80) {
+                if (utf8_rest(static_cast<unsigned char>(c), out)) continue;
+                why = "JSON strings must be UTF-8";
+                return false;
+            }
             if (c != '\\') {
                 out += c;
                 continue;
@@ -125,7 +164,7 @@ bool parse_flat_json(std::string_view text, std::map<std::string, std::string>& 
         for (;;) {
             std::string k, v;
             if (!p.str(k)) {
-                err = "bad JSON key";
+                err = p.why ? p.why : "bad JSON key";
                 return false;
             }
             if (!p.eat(':')) {
@@ -136,7 +175,7 @@ bool parse_flat_json(std::string_view text, std::map<std::string, std::string>& 
             if (p.s.substr(p.i).starts_with("null")) {
                 p.i += 4;
             } else if (!p.str(v)) {
-                err = "JSON values must be strings";
+                err = p.why ? p.why : "JSON values must be strings";
                 return false;
             } else {
                 out[k] = std::move(v);

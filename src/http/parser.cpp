@@ -211,6 +211,17 @@ int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
 int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
     if (!s->count_head(n)) return s->fail(431, "request head too large");
+    // RFC 9110 §5.5: field-value = *field-content, of field-vchar (VCHAR /
+    // obs-text), SP and HTAB; "a recipient of CR, LF, or NUL within a field
+    // value MUST either reject the message or replace each of those characters
+    // with SP". http-parser refuses control characters in a value except as
+    // its first byte ("X-A:\0" came through): this loop refuses them all,
+    // trailer fields' values too.
+    for (size_t i = 0; i < n; ++i) {
+        auto c = static_cast<unsigned char>(at[i]);
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return s->fail(400, "control character in a header field value");
+    }
     if (s->head_done_) {  // a trailer field's value: dropped
         s->last_was_value_ = true;
         return 0;

@@ -13,8 +13,9 @@
 // for chunked). Request-smuggling shapes are 400: Content-Length with
 // Transfer-Encoding, differing Content-Lengths, Transfer-Encoding on HTTP/1.0,
 // chunked not the final coding or applied twice, whitespace or another non-token
-// byte in a field name, a repeated or malformed Host, differing Content-Types,
-// bad chunk sizes. A coding other than chunked before chunked is 501.
+// byte in a field name, a control character (HTAB aside) in a field value, a
+// repeated or malformed Host, differing Content-Types, bad chunk sizes. A
+// coding other than chunked before chunked is 501.
 // Owner: the loop thread (one parser per connection).
 #pragma once
 #include <http_parser.h>

@@ -9,7 +9,8 @@ namespace m0::sse {
 
 // "id: N\n", "event: NAME\n" when `event` is not empty, one "data: " line per
 // line of `data` (split at CRLF, LF or CR), then the blank line that
-// dispatches the event.
+// dispatches the event. `event` holds no CR, LF or NUL (every publish checks
+// it, bus::check_event): a line end in it would begin a field of its own.
 std::string encode_event(uint64_t id, std::string_view event, std::string_view data);
 // encode_event(id, event, data).size(), counted without building the string.
 size_t encoded_size(uint64_t id, std::string_view event, std::string_view data);

@@ -128,3 +128,33 @@ TEST_CASE("json: anything but a flat object of strings is refused", "[http][json
         bad(R"({"a":"\ud83d\n"})");
     }
 }
+
+// Found by fuzz_json (fuzz/corpus/json/regress-invalid-utf8-key): raw bytes in
+// a string were copied unchecked, so a key or value could be bytes that are
+// not UTF-8 (RFC 8259 §8.1), which m0.publish refuses on the Python side.
+TEST_CASE("json: raw bytes in a string must be UTF-8", "[http][json]") {
+    SECTION("refused") {
+        bad("{\"a\":\"\xff\"}");              // never in UTF-8
+        bad("{\"\xff\xff\":\"b\"}");          // in a key
+        bad("{\"a\":\"\x80\"}");              // a lone continuation byte
+        bad("{\"a\":\"\xc3\"}");              // a sequence cut by the quote
+        bad("{\"a\":\"\xe2\x82\"}");          // the same, three bytes
+        bad("{\"a\":\"\xc3x\"}");             // a sequence cut by an ASCII byte
+        bad("{\"a\":\"\xc0\x80\"}");          // overlong NUL
+        bad("{\"a\":\"\xc1\xbf\"}");          // overlong U+007F
+        bad("{\"a\":\"\xe0\x9f\xbf\"}");      // overlong U+07FF
+        bad("{\"a\":\"\xf0\x8f\xbf\xbf\"}");  // overlong U+FFFF
+        bad("{\"a\":\"\xed\xa0\x80\"}");      // U+D800, a surrogate
+        bad("{\"a\":\"\xed\xbf\xbf\"}");      // U+DFFF, a surrogate
+        bad("{\"a\":\"\xf4\x90\x80\x80\"}");  // U+110000, past Unicode
+        bad("{\"a\":\"\xf5\x80\x80\x80\"}");  // never a lead byte
+        CHECK(bad("{\"a\":\"\xff\"}").find("UTF-8") != std::string::npos);
+    }
+    SECTION("accepted: every length at its bounds") {
+        CHECK(good("{\"a\":\"\xc2\x80\xdf\xbf\"}") == Fields{{"a", "\xc2\x80\xdf\xbf"}});
+        CHECK(good("{\"a\":\"\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xef\xbf\xbf\"}") ==
+              Fields{{"a", "\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xef\xbf\xbf"}});
+        CHECK(good("{\"\xf0\x90\x80\x80\":\"\xf4\x8f\xbf\xbf\"}") ==
+              Fields{{"\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf"}});
+    }
+}

@@ -912,3 +912,42 @@ TEST_CASE("parser: whitespace before a colon stays an error on every later feed"
     CHECK(again.error_reason == r.error_reason);
     CHECK(again.consumed == 0);
 }
+
+// Found by fuzz_parser (fuzz/corpus/parser/regress-nul-value-start): http-parser
+// checks every byte of a field value but the first, so "X-A:\0" reached the
+// application with a NUL in it. RFC 9110 §5.5: "a recipient of CR, LF, or NUL
+// within a field value MUST either reject the message or replace each of those
+// characters with SP"; a value is field-vchar (VCHAR / obs-text), SP and HTAB.
+TEST_CASE("parser: a control character in a field value is 400, the first byte too",
+          "[http][parser]") {
+    for (std::string value :
+         {std::string("\0", 1), std::string(" \0", 2), std::string("\0a", 2), std::string("\x01"),
+          std::string{'\x1f', 'a'}, std::string("\x7f"), std::string("\x0b")}) {
+        for (std::string name : {"X-A", "Host", "Transfer-Encoding"}) {
+            std::string head = "POST / HTTP/1.1\r\n" +
+                               std::string(name == "Host" ? "" : "Host: h\r\n") + name + ":" +
+                               value + "\r\nContent-Length: 0\r\n\r\n";
+            INFO(name << " value of " << value.size() << " bytes");
+            for (bool bytewise : {false, true}) {
+                Outcome o = run(head, bytewise);
+                CHECK(o.requests.empty());
+                CHECK(o.error_status == 400);
+            }
+        }
+        // In a trailer field too: the message is refused, not just the field dropped.
+        std::string trailer =
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T:" + value +
+            "\r\n\r\n";
+        for (bool bytewise : {false, true}) {
+            Outcome o = run(trailer, bytewise);
+            CHECK(o.requests.empty());
+            CHECK(o.error_status == 400);
+        }
+    }
+    // HTAB, SP, obs-text and an obs-fold (joined with spaces) stay accepted.
+    Outcome o =
+        run("GET / HTTP/1.1\r\nHost: h\r\nX-A:\ta\tb \xe9\xff\r\nX-F: a\r\n  b\r\n\r\n", true);
+    REQUIRE(o.requests.size() == 1);
+    CHECK(o.requests[0].headers.get("X-A") == std::optional<std::string_view>("a\tb \xe9\xff"));
+    CHECK(o.requests[0].headers.get("X-F") == std::optional<std::string_view>("a  b"));
+}
