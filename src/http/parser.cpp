@@ -168,6 +168,7 @@ int RequestParser::on_message_begin(http_parser* p) {
     s->body_bytes_ = 0;
     s->in_message_ = true;
     s->head_done_ = false;
+    s->fields_ = 0;
     return 0;
 }
 
@@ -180,9 +181,15 @@ int RequestParser::on_url(http_parser* p, const char* at, size_t n) {
 
 int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
+    const bool starts = s->last_was_value_ || s->field_.empty();  // a new field line
     // ": " and CRLF counted once per header, not once per callback (byte-by-byte reads).
-    if (!s->count_head(n + (s->last_was_value_ || s->field_.empty() ? 4 : 0)))
-        return s->fail(431, "request head too large");
+    if (!s->count_head(n + (starts ? 4 : 0))) return s->fail(431, "request head too large");
+    // RFC 6585 §5: 431 "indicates that the server is unwilling to process the
+    // request because its header fields are too large"; a count of them is
+    // bounded like their bytes, trailer fields included.
+    if (starts && ++s->fields_ > s->limits_.max_headers)
+        return s->fail(431, "too many header fields (more than " +
+                                std::to_string(s->limits_.max_headers) + ")");
     // http-parser lets a space through in a field name and still frames the body
     // by "Transfer-Encoding : chunked", which the checks below would not see under
     // that name: this loop is what refuses it. Trailer fields are field lines too.

@@ -8,7 +8,8 @@
 // so pipelined requests stay in the caller's buffer until the caller feeds
 // them again (responses go out in order because the next request is not
 // parsed before the current one is answered).
-// Limits: the head (request line + headers) over max_header is 431; a body
+// Limits: the head (request line + headers) over max_header is 431, and so
+// are more than max_headers field lines; a body
 // over max_body is 413 (known at the head for Content-Length, while reading
 // for chunked). Request-smuggling shapes are 400: Content-Length with
 // Transfer-Encoding, differing Content-Lengths, Transfer-Encoding on HTTP/1.0,
@@ -28,6 +29,9 @@ namespace m0::http {
 struct ParserLimits {
     size_t max_header = 16384;
     size_t max_body = 16 * 1024 * 1024;
+    // Field lines of one request, header and trailer sections together
+    // (--max-headers); past it, 431.
+    size_t max_headers = 100;
 };
 
 class RequestParser {
@@ -77,6 +81,7 @@ class RequestParser {
     bool expect_pause_ = false;
     int err_status_ = 0;
     std::string err_reason_;
+    size_t fields_ = 0;  // field lines of this message (max_headers)
 };
 
 }  // namespace m0::http

@@ -78,6 +78,16 @@ ParserLimits body_limit(size_t n) {
     l.max_body = n;
     return l;
 }
+ParserLimits fields_limit(size_t n) {
+    ParserLimits l;
+    l.max_headers = n;
+    return l;
+}
+std::string with_fields(size_t n) {
+    std::string s = "GET / HTTP/1.1\r\nHost: h\r\n";
+    for (size_t i = 1; i < n; ++i) s += "X-" + std::to_string(i) + ": v\r\n";
+    return s + "\r\n";
+}
 
 std::vector<std::pair<std::string, std::string>> items(
     std::initializer_list<std::pair<std::string, std::string>> l) {
@@ -657,6 +667,23 @@ const std::vector<Case>& cases() {
          1,
          0,
          [](const auto& r) { CHECK(r[0].body == "ab"); }},
+        // ---- the header-count limit (--max-headers) ----
+        {"as many field lines as max_headers are accepted", with_fields(10), fields_limit(10), 0, 1,
+         0, [](const auto& r) { CHECK(r[0].headers.items.size() == 10); }},
+        {"one field line over max_headers is 431", with_fields(11), fields_limit(10), 431, 0, 0,
+         nullptr},
+        {"trailer fields count against max_headers",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\nB: "
+         "2\r\n\r\n",
+         fields_limit(3), 431, 0, 0, nullptr},
+        {"the default max_headers takes 100 field lines", with_fields(100), {}, 0, 1, 0, nullptr},
+        {"the default max_headers refuses 101 field lines",
+         with_fields(101),
+         {},
+         431,
+         0,
+         0,
+         nullptr},
         {"an error in the second pipelined request leaves the first complete",
          "GET /ok HTTP/1.1\r\nHost: h\r\n\r\nGET / HTTP/1.1\r\n\r\n",
          {},
