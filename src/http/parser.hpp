@@ -8,19 +8,27 @@
 // so pipelined requests stay in the caller's buffer until the caller feeds
 // them again (responses go out in order because the next request is not
 // parsed before the current one is answered).
-// Limits: the head (request line + headers) over max_header is 431, and so
-// are more than max_headers field lines; a body
-// over max_body is 413 (known at the head for Content-Length, while reading
-// for chunked). Request-smuggling shapes are 400: Content-Length with
+// Limits: the head (request line + headers) over max_header is 431 (414 when
+// the request target alone is over it); more than max_headers field lines is
+// 431; a body over max_body is 413 (known at the head for Content-Length,
+// while reading for chunked). Request-smuggling shapes are 400: Content-Length with
 // Transfer-Encoding, differing Content-Lengths, Transfer-Encoding on HTTP/1.0,
 // chunked not the final coding or applied twice, whitespace or another non-token
 // byte in a field name, a repeated or malformed Host, differing Content-Types,
 // bad chunk sizes. A coding other than chunked before chunked is 501.
+// Before http-parser sees them, the head's bytes are checked here (scan_head):
+// the request line against RFC 9112 §3 (one SP between its parts, a token
+// method, a target of visible ASCII, "HTTP/" DIGIT "." DIGIT), and every line
+// end against §2.2 (CRLF only, no obs-fold); a well-formed request line whose
+// method http-parser does not know is 501.
 // Owner: the loop thread (one parser per connection).
 #pragma once
 #include <http_parser.h>
 
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "http/message.hpp"
 
@@ -40,8 +48,14 @@ class RequestParser {
     struct Result {
         Status status = Status::need_more;
         size_t consumed = 0;   // bytes of the input used; the rest is for later
-        int error_status = 0;  // 400, 405, 413, 417, 431, 501, 505
+        int error_status = 0;  // 400, 413, 414, 417, 431, 501, 505
         std::string error_reason;
+    };
+
+    // A refusal: a status and its one-line reason.
+    struct Refusal {
+        int status = 0;  // 0: none
+        const char* reason = "";
     };
 
     explicit RequestParser(ParserLimits limits = {});
@@ -66,6 +80,12 @@ class RequestParser {
     static int on_message_complete(http_parser*);
     int fail(int status, std::string reason);
     bool count_head(size_t n);
+    Result error_result() const;
+    // Checks the head's bytes in data[0, len) before http-parser sees them;
+    // returns how many come before the first refused one (len when none is).
+    size_t scan_head(const char* data, size_t len, Refusal& bad);
+    bool request_line_byte(unsigned char b, Refusal& bad);
+    bool end_request_line(Refusal& bad);
 
     http_parser parser_{};
     http_parser_settings settings_{};
@@ -82,6 +102,21 @@ class RequestParser {
     int err_status_ = 0;
     std::string err_reason_;
     size_t fields_ = 0;  // field lines of this message (max_headers)
+
+    // scan_head's state: from a message's first byte to the empty line that
+    // ends its head (inactive from there until the message completes).
+    struct HeadScan {
+        bool active = true;
+        bool cr = false;      // the last byte was CR
+        size_t lines = 0;     // complete lines (0: the request line is pending)
+        size_t line_len = 0;  // bytes of the current line
+        int part = 0;         // request line: 0 method, 1 target, 2 version
+        size_t part_len = 0;
+        char major = 0;             // the version's major digit
+        bool target_slash = false;  // the target begins with /
+    } scan_;
+    size_t head_end_ = 0;          // in this feed's data: just past the head (npos: not here)
+    bool method_unknown_ = false;  // http-parser refused the method; the request line decides
 };
 
 }  // namespace m0::http
