@@ -160,6 +160,7 @@ RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
     settings_.on_headers_complete = on_headers_complete;
     settings_.on_body = on_body;
     settings_.on_message_complete = on_message_complete;
+    settings_.on_chunk_header = on_chunk_header;
 }
 
 int RequestParser::fail(int status, std::string reason) {
@@ -185,6 +186,10 @@ int RequestParser::on_message_begin(http_parser* p) {
     s->in_message_ = true;
     s->head_done_ = false;
     s->fields_ = 0;
+    s->frame_active_ = false;
+    s->frame_cr_ = false;
+    s->frame_skip_ = 0;
+    s->frame_extra_ = 0;
     return 0;
 }
 
@@ -380,6 +385,7 @@ int RequestParser::on_headers_complete(http_parser* p) {
 
     r.keep_alive = http_should_keep_alive(p) != 0;
     s->head_done_ = true;
+    s->frame_active_ = (p->flags & F_CHUNKED) != 0;
 
     if (auto expect = r.headers.get("Expect")) {
         if (!iequals(*expect, "100-continue")) return s->fail(417, "unsupported expectation");
@@ -395,6 +401,7 @@ int RequestParser::on_headers_complete(http_parser* p) {
 
 int RequestParser::on_body(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
+    if (s->frame_active_) s->spans_.emplace_back(size_t(at - s->feed_base_), n);
     s->body_bytes_ += n;
     if (s->body_bytes_ > s->limits_.max_body) return s->fail(413, "request body too large");
     s->req_.body.append(at, n);
@@ -408,6 +415,15 @@ int RequestParser::on_message_complete(http_parser* p) {
     s->head_done_ = false;
     s->scan_ = HeadScan{};    // the next message's head is scanned from its first byte
     http_parser_pause(p, 1);  // one request at a time: the rest waits in the buffer
+    return 0;
+}
+
+int RequestParser::on_chunk_header(http_parser* p) {
+    auto* s = self(p);
+    // The size line says how much comes: a chunk that would take the body past
+    // max_body is refused at its size, not after its data has been read.
+    if (p->content_length > s->limits_.max_body - s->body_bytes_)
+        return s->fail(413, "request body too large");
     return 0;
 }
 
@@ -553,6 +569,58 @@ size_t RequestParser::scan_head(const char* data, size_t len, Refusal& bad) {
     return len;
 }
 
+bool RequestParser::check_framing(const char* data, size_t n) {
+    if (!frame_active_) return true;
+    size_t pos = head_end_ != std::string::npos ? head_end_ : frame_skip_;
+    frame_skip_ = 0;
+    if (n < pos) {
+        // Paused for 100-continue before the head's last byte: it comes again.
+        frame_skip_ = pos - n;
+        return true;
+    }
+    auto refuse = [this](const char* why) {
+        fail(400, why);
+        return false;
+    };
+    size_t k = 0;
+    while (pos < n) {
+        while (k < spans_.size() && spans_[k].first + spans_[k].second <= pos) ++k;
+        if (k < spans_.size() && spans_[k].first <= pos) {
+            pos = spans_[k].first + spans_[k].second;  // chunk data: any byte
+            continue;
+        }
+        const size_t end = k < spans_.size() ? std::min(n, spans_[k].first) : n;
+        for (; pos < end; ++pos) {
+            const auto b = static_cast<unsigned char>(data[pos]);
+            // RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF;
+            // §7.1.1: chunk-ext-name = token, chunk-ext-val = token / quoted-string.
+            // No CTL belongs in either, and a line ends with CRLF only.
+            if (frame_cr_) {
+                frame_cr_ = false;
+                if (b != '\n') return refuse("bare CR in chunked framing");
+                continue;
+            }
+            if (b == '\r') {
+                frame_cr_ = true;
+                continue;
+            }
+            if (b == '\n') return refuse("bare LF in chunked framing");
+            if ((b < 0x20 && b != '\t') || b == 0x7f)
+                return refuse("control byte in chunked framing");
+            // RFC 9112 §7.1.1: "A server ought to limit the total length of chunk
+            // extensions received in a request to an amount reasonable for the
+            // services provided, in the same way that it applies length
+            // limitations and timeouts for other parts of a message, and generate
+            // an appropriate 4xx (Client Error) response if that amount is
+            // exceeded." Bounded by max_header, like the head.
+            if (!is_hexdig(char(b)) && ++frame_extra_ > limits_.max_header)
+                return refuse("chunk extensions too long");
+        }
+    }
+    if (complete_) frame_active_ = false;
+    return true;
+}
+
 RequestParser::Result RequestParser::error_result() const {
     Result res;
     res.status = Status::error;
@@ -585,6 +653,8 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
         return err_status_ ? error_result() : res;
     };
     if (method_unknown_) return decide_method();
+    feed_base_ = data;
+    spans_.clear();
     // RFC 9112 §2.2: "a server that is expecting to receive and parse a
     // request-line SHOULD ignore at least one empty line (CRLF) received prior to
     // the request-line". http-parser skips them before on_message_begin: they
@@ -608,8 +678,8 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
             case HPE_UNEXPECTED_CONTENT_LENGTH:
                 reason = "conflicting content-length";
                 break;
-            case HPE_INVALID_CONTENT_LENGTH:
-                reason = "bad content-length";
+            case HPE_INVALID_CONTENT_LENGTH:  // also a chunk size past 64 bits
+                reason = head_done_ ? "bad chunk size" : "bad content-length";
                 break;
             case HPE_HEADER_OVERFLOW:
                 status = 431;
@@ -632,6 +702,7 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
         fail(bad.status, bad.reason);
         return error_result();
     }
+    if (!check_framing(data, n)) return error_result();
     if (complete_) {
         res.status = Status::complete;
         return res;

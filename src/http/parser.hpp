@@ -10,8 +10,8 @@
 // parsed before the current one is answered).
 // Limits: the head (request line + headers) over max_header is 431 (414 when
 // the request target alone is over it); more than max_headers field lines is
-// 431; a body over max_body is 413 (known at the head for Content-Length,
-// while reading for chunked). Request-smuggling shapes are 400: Content-Length with
+// 431; a body over max_body is 413 (known at the head for Content-Length, at
+// each chunk's size line for chunked). Request-smuggling shapes are 400: Content-Length with
 // Transfer-Encoding, differing Content-Lengths, Transfer-Encoding on HTTP/1.0,
 // chunked not the final coding or applied twice, whitespace or another non-token
 // byte in a field name, a repeated or malformed Host, differing Content-Types,
@@ -20,7 +20,10 @@
 // the request line against RFC 9112 §3 (one SP between its parts, a token
 // method, a target of visible ASCII, "HTTP/" DIGIT "." DIGIT), and every line
 // end against §2.2 (CRLF only, no obs-fold); a well-formed request line whose
-// method http-parser does not know is 501.
+// method http-parser does not know is 501. After it, the framing bytes of a
+// chunked body (size lines, extensions, trailers: all that is not chunk data)
+// are checked the same way (check_framing), since http-parser lets any byte
+// but CR through a chunk extension.
 // Owner: the loop thread (one parser per connection).
 #pragma once
 #include <http_parser.h>
@@ -78,6 +81,7 @@ class RequestParser {
     static int on_headers_complete(http_parser*);
     static int on_body(http_parser*, const char*, size_t);
     static int on_message_complete(http_parser*);
+    static int on_chunk_header(http_parser*);
     int fail(int status, std::string reason);
     bool count_head(size_t n);
     Result error_result() const;
@@ -86,6 +90,8 @@ class RequestParser {
     size_t scan_head(const char* data, size_t len, Refusal& bad);
     bool request_line_byte(unsigned char b, Refusal& bad);
     bool end_request_line(Refusal& bad);
+    // Checks the framing bytes of a chunked body among the n parsed ones.
+    bool check_framing(const char* data, size_t n);
 
     http_parser parser_{};
     http_parser_settings settings_{};
@@ -117,6 +123,13 @@ class RequestParser {
     } scan_;
     size_t head_end_ = 0;          // in this feed's data: just past the head (npos: not here)
     bool method_unknown_ = false;  // http-parser refused the method; the request line decides
+    // check_framing's state, for a chunked body.
+    bool frame_active_ = false;
+    bool frame_cr_ = false;
+    size_t frame_skip_ = 0;   // bytes of the head re-fed after an expect pause
+    size_t frame_extra_ = 0;  // extension bytes (not hex digits, CR or LF) so far
+    const char* feed_base_ = nullptr;
+    std::vector<std::pair<size_t, size_t>> spans_;  // chunk data in this feed: offset, length
 };
 
 }  // namespace m0::http
