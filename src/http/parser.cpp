@@ -402,8 +402,9 @@ int RequestParser::on_headers_complete(http_parser* p) {
 int RequestParser::on_body(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
     if (s->frame_active_) s->spans_.emplace_back(size_t(at - s->feed_base_), n);
+    // Within max_body: a Content-Length was checked at the head, each chunk's
+    // size at its size line (on_chunk_header), before any of its data.
     s->body_bytes_ += n;
-    if (s->body_bytes_ > s->limits_.max_body) return s->fail(413, "request body too large");
     s->req_.body.append(at, n);
     return 0;
 }
