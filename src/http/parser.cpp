@@ -149,6 +149,13 @@ Refusal check_codings(std::string_view value) {
 constexpr size_t kMaxMethod = 32;
 }  // namespace
 
+bool is_token(std::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (!is_tchar(c)) return false;
+    return true;
+}
+
 RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
     http_parser_init(&parser_, HTTP_REQUEST);
     parser_.data = this;

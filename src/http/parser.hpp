@@ -45,6 +45,9 @@ struct ParserLimits {
     size_t max_headers = 100;
 };
 
+// RFC 9110 §5.6.2: token = 1*tchar.
+bool is_token(std::string_view s);
+
 class RequestParser {
   public:
     enum class Status { need_more, expect_continue, complete, error };
