@@ -197,6 +197,10 @@ int RequestParser::on_message_begin(http_parser* p) {
     s->frame_cr_ = false;
     s->frame_skip_ = 0;
     s->frame_extra_ = 0;
+    s->frame_line_ = FrameLine::size;
+    s->frame_size_part_ = 0;
+    s->frame_digits_ = 0;
+    s->frame_zero_ = true;
     return 0;
 }
 
@@ -606,6 +610,18 @@ bool RequestParser::check_framing(const char* data, size_t n) {
             if (frame_cr_) {
                 frame_cr_ = false;
                 if (b != '\n') return refuse("bare CR in chunked framing");
+                if (frame_line_ == FrameLine::size) {
+                    // chunk-ext = *( BWS ";" ... ): whitespace after the size
+                    // only comes before an extension.
+                    if (frame_digits_ == 0 || frame_size_part_ == 1)
+                        return refuse("bad chunk size");
+                    frame_line_ = frame_zero_ ? FrameLine::trailer : FrameLine::data_end;
+                } else if (frame_line_ == FrameLine::data_end) {
+                    frame_line_ = FrameLine::size;
+                }
+                frame_size_part_ = 0;
+                frame_digits_ = 0;
+                frame_zero_ = true;
                 continue;
             }
             if (b == '\r') {
@@ -615,6 +631,21 @@ bool RequestParser::check_framing(const char* data, size_t n) {
             if (b == '\n') return refuse("bare LF in chunked framing");
             if ((b < 0x20 && b != '\t') || b == 0x7f)
                 return refuse("control byte in chunked framing");
+            if (frame_line_ == FrameLine::size && frame_size_part_ < 2) {
+                // RFC 9112 §7.1: chunk-size = 1*HEXDIG, then [ chunk-ext ].
+                // http-parser takes "5 5" for 5; here it is refused.
+                const bool ws = b == ' ' || b == '\t';
+                if (frame_size_part_ == 0 && is_hexdig(char(b))) {
+                    ++frame_digits_;
+                    frame_zero_ = frame_zero_ && b == '0';
+                } else if (frame_digits_ > 0 && ws) {
+                    frame_size_part_ = 1;
+                } else if (frame_digits_ > 0 && b == ';') {
+                    frame_size_part_ = 2;
+                } else {
+                    return refuse("bad chunk size");
+                }
+            }
             // RFC 9112 §7.1.1: "A server ought to limit the total length of chunk
             // extensions received in a request to an amount reasonable for the
             // services provided, in the same way that it applies length

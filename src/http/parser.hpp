@@ -131,6 +131,13 @@ class RequestParser {
     bool frame_cr_ = false;
     size_t frame_skip_ = 0;   // bytes of the head re-fed after an expect pause
     size_t frame_extra_ = 0;  // extension bytes (not hex digits, CR or LF) so far
+    // The framing line being read: a chunk's size line, the CRLF after its
+    // data, or a trailer line; in a size line, how far (0 digits, 1 whitespace
+    // after them, 2 extensions), and whether its digits are all zero so far.
+    enum class FrameLine { size, data_end, trailer } frame_line_ = FrameLine::size;
+    int frame_size_part_ = 0;
+    size_t frame_digits_ = 0;
+    bool frame_zero_ = true;
     const char* feed_base_ = nullptr;
     std::vector<std::pair<size_t, size_t>> spans_;  // chunk data in this feed: offset, length
 };
