@@ -638,6 +638,7 @@ bool RequestParser::check_framing(const char* data, size_t n) {
                 if (frame_size_part_ == 0 && is_hexdig(char(b))) {
                     ++frame_digits_;
                     frame_zero_ = frame_zero_ && b == '0';
+                    if (frame_digits_ > 16) ++frame_extra_;  // past 64 bits: leading zeros
                 } else if (frame_digits_ > 0 && ws) {
                     frame_size_part_ = 1;
                 } else if (frame_digits_ > 0 && b == ';') {
@@ -651,9 +652,10 @@ bool RequestParser::check_framing(const char* data, size_t n) {
             // services provided, in the same way that it applies length
             // limitations and timeouts for other parts of a message, and generate
             // an appropriate 4xx (Client Error) response if that amount is
-            // exceeded." Bounded by max_header, like the head.
-            if (!is_hexdig(char(b)) && ++frame_extra_ > limits_.max_header)
-                return refuse("chunk extensions too long");
+            // exceeded." Bounded by max_header, like the head (trailer fields
+            // are counted with the head's fields).
+            if (frame_line_ == FrameLine::size && frame_size_part_ > 0) ++frame_extra_;
+            if (frame_extra_ > limits_.max_header) return refuse("chunk extensions too long");
         }
     }
     if (complete_) frame_active_ = false;
@@ -708,6 +710,8 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
         return decide_method();
     }
     if (e != HPE_OK && e != HPE_PAUSED) {
+        // What was parsed before the error comes first in the stream.
+        if (!check_framing(data, n)) return error_result();
         int status = 400;
         std::string reason;
         switch (e) {

@@ -130,7 +130,7 @@ class RequestParser {
     bool frame_active_ = false;
     bool frame_cr_ = false;
     size_t frame_skip_ = 0;   // bytes of the head re-fed after an expect pause
-    size_t frame_extra_ = 0;  // extension bytes (not hex digits, CR or LF) so far
+    size_t frame_extra_ = 0;  // extension bytes (and size digits past 16) so far
     // The framing line being read: a chunk's size line, the CRLF after its
     // data, or a trailer line; in a size line, how far (0 digits, 1 whitespace
     // after them, 2 extensions), and whether its digits are all zero so far.

@@ -905,6 +905,15 @@ const std::vector<Case>& cases() {
          1,
          0,
          [](const auto& r) { CHECK(r[0].body == "ab"); }},
+        {"chunk extensions of hex letters over max_header in total are 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "1;" +
+             std::string(200, 'e') + "\r\na\r\n0\r\n\r\n",
+         head_limit(128), 400, 0, 0, nullptr},
+        {"a chunk size of leading zeros past max_header is 400",
+         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n" +
+             std::string(300, '0') + "1\r\na\r\n0\r\n\r\n",
+         head_limit(128), 400, 0, 0, nullptr},
         {"a bare LF in a trailer is 400",
          "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\n\r\n",
          {},
