@@ -45,6 +45,7 @@ const char* kUsage =
   --pythonpath DIR            repeatable; prepended to sys.path
   --log-level LEVEL           debug, info, warn, error (default info)
   --max-header-size BYTES     request head limit, 431 past it (default 16384)
+  --max-headers N             header field lines per request, 431 past it (default 100)
   --max-body-size BYTES       request body limit, 413 past it (default 16777216)
   --header-timeout SECONDS    time to receive a request, 408 past it (default 10)
   --keepalive-timeout SECONDS idle keep-alive connections are closed (default 30)
@@ -197,6 +198,8 @@ Options parse(int argc, char** argv) {
                 die("--log-level wants debug, info, warn or error, got '" + l + "'");
         } else if (a == "--max-header-size") {
             o.server.limits.max_header = parse_number<size_t>(a, value(), 256, 1 << 24);
+        } else if (a == "--max-headers") {
+            o.server.limits.max_headers = parse_number<size_t>(a, value(), 1, 100000);
         } else if (a == "--max-body-size") {
             o.server.limits.max_body = parse_number<size_t>(a, value(), 0, size_t(1) << 40);
         } else if (a == "--header-timeout") {

@@ -81,6 +81,21 @@ bool valid_host(std::string_view h) {
     return true;
 }
 
+// RFC 3986 §2.1: pct-encoded = "%" HEXDIG HEXDIG.
+// RFC 3986 §7.3: "the "%00" percent-encoding (NUL) may require special handling
+// and should be rejected if the application is not expecting to receive raw
+// data within a component": no application here expects a NUL in a path.
+const char* bad_path(std::string_view path) {
+    for (size_t i = 0; i < path.size(); ++i) {
+        if (path[i] != '%') continue;
+        if (path.size() - i < 3 || !is_hexdig(path[i + 1]) || !is_hexdig(path[i + 2]))
+            return "bad percent-encoding in the path";
+        if (path[i + 1] == '0' && path[i + 2] == '0') return "an encoded NUL in the path";
+        i += 2;
+    }
+    return nullptr;
+}
+
 std::string_view trim_ows(std::string_view v) {
     // RFC 9110 §5.6.3: OWS = *( SP / HTAB )
     while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
@@ -88,10 +103,7 @@ std::string_view trim_ows(std::string_view v) {
     return v;
 }
 
-struct Refusal {
-    int status = 0;  // 0: none
-    const char* reason = "";
-};
+using Refusal = RequestParser::Refusal;
 
 // The codings of a request's Transfer-Encoding, of which only chunked is served.
 // RFC 9112 §6.1: Transfer-Encoding = #transfer-coding, and RFC 9112 §7:
@@ -131,7 +143,18 @@ Refusal check_codings(std::string_view value) {
     if (other) return {501, "unsupported transfer coding"};
     return {};
 }
+// Longer than any method http-parser knows: RFC 9112 §3, "A server that
+// receives a method longer than any that it implements SHOULD respond with a
+// 501 (Not Implemented) status code."
+constexpr size_t kMaxMethod = 32;
 }  // namespace
+
+bool is_token(std::string_view s) {
+    if (s.empty()) return false;
+    for (char c : s)
+        if (!is_tchar(c)) return false;
+    return true;
+}
 
 RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
     http_parser_init(&parser_, HTTP_REQUEST);
@@ -144,6 +167,7 @@ RequestParser::RequestParser(ParserLimits limits) : limits_(limits) {
     settings_.on_headers_complete = on_headers_complete;
     settings_.on_body = on_body;
     settings_.on_message_complete = on_message_complete;
+    settings_.on_chunk_header = on_chunk_header;
 }
 
 int RequestParser::fail(int status, std::string reason) {
@@ -168,21 +192,38 @@ int RequestParser::on_message_begin(http_parser* p) {
     s->body_bytes_ = 0;
     s->in_message_ = true;
     s->head_done_ = false;
+    s->fields_ = 0;
+    s->frame_active_ = false;
+    s->frame_cr_ = false;
+    s->frame_skip_ = 0;
+    s->frame_extra_ = 0;
+    s->frame_line_ = FrameLine::size;
+    s->frame_size_part_ = 0;
+    s->frame_digits_ = 0;
+    s->frame_zero_ = true;
     return 0;
 }
 
 int RequestParser::on_url(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
-    if (!s->count_head(n)) return s->fail(431, "request head too large");
+    // RFC 9112 §3: "A server that receives a request-target longer than any URI
+    // it wishes to parse MUST respond with a 414 (URI Too Long) status code."
+    if (!s->count_head(n)) return s->fail(414, "request target too long");
     s->req_.target.append(at, n);
     return 0;
 }
 
 int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
+    const bool starts = s->last_was_value_ || s->field_.empty();  // a new field line
     // ": " and CRLF counted once per header, not once per callback (byte-by-byte reads).
-    if (!s->count_head(n + (s->last_was_value_ || s->field_.empty() ? 4 : 0)))
-        return s->fail(431, "request head too large");
+    if (!s->count_head(n + (starts ? 4 : 0))) return s->fail(431, "request head too large");
+    // RFC 6585 §5: 431 "indicates that the server is unwilling to process the
+    // request because its header fields are too large"; a count of them is
+    // bounded like their bytes, trailer fields included.
+    if (starts && ++s->fields_ > s->limits_.max_headers)
+        return s->fail(431, "too many header fields (more than " +
+                                std::to_string(s->limits_.max_headers) + ")");
     // http-parser lets a space through in a field name and still frames the body
     // by "Transfer-Encoding : chunked", which the checks below would not see under
     // that name: this loop is what refuses it. Trailer fields are field lines too.
@@ -243,7 +284,10 @@ int RequestParser::on_headers_complete(http_parser* p) {
     r.version_major = p->http_major;
     r.version_minor = p->http_minor;
     if (r.version_major != 1) return s->fail(505, "only HTTP/1.x is served");
-    if (p->method == HTTP_CONNECT) return s->fail(405, "CONNECT is not served");
+    // RFC 9110 §9.1: "An origin server that receives a request method that is
+    // unrecognized or not implemented SHOULD respond with the 501 (Not
+    // Implemented) status code." No tunnel is made here.
+    if (p->method == HTTP_CONNECT) return s->fail(501, "CONNECT is not implemented");
 
     // RFC 9110 §5.5: a field value excludes leading and trailing whitespace
     // (the parser strips the leading part).
@@ -253,13 +297,39 @@ int RequestParser::on_headers_complete(http_parser* p) {
 
     // Split the target: origin-form "/path?query", "*" (OPTIONS), or absolute-form.
     const std::string& t = r.target;
+    std::optional<std::string> authority;  // of an absolute-form target
     if (t == "*") {
+        // RFC 9112 §3.2.4: the asterisk-form "is only used for a server-wide
+        // OPTIONS request".
+        if (p->method != HTTP_OPTIONS) return s->fail(400, "asterisk-form target without OPTIONS");
         r.path = "*";
     } else {
         http_parser_url u;
         http_parser_url_init(&u);
         if (http_parser_parse_url(t.data(), t.size(), 0, &u) != 0)
             return s->fail(400, "bad request target");
+        // RFC 9112 §3.2: origin-form = absolute-path [ "?" query ], and an
+        // absolute-URI has no fragment either.
+        if (u.field_set & (1 << UF_FRAGMENT))
+            return s->fail(400, "a fragment in the request target");
+        // RFC 9110 §4.2.4: "A recipient SHOULD parse for userinfo and treat its
+        // presence as an error".
+        if (u.field_set & (1 << UF_USERINFO)) return s->fail(400, "userinfo in the request target");
+        if (u.field_set & (1 << UF_SCHEMA)) {
+            std::string_view scheme(t.data() + u.field_data[UF_SCHEMA].off,
+                                    u.field_data[UF_SCHEMA].len);
+            if (!iequals(scheme, "http") && !iequals(scheme, "https"))
+                return s->fail(400, "a scheme other than http or https");
+            size_t from = t.find("://");
+            if (from == std::string::npos) return s->fail(400, "bad request target");
+            from += 3;
+            size_t to = std::min(t.find_first_of("/?", from), t.size());
+            authority = t.substr(from, to - from);
+            // RFC 9110 §4.2.1: "A recipient that processes such a URI reference
+            // [an "http" URI with an empty host] MUST reject it as invalid."
+            if (authority->empty() || (*authority)[0] == ':' || !valid_host(*authority))
+                return s->fail(400, "bad authority in the request target");
+        }
         if (u.field_set & (1 << UF_PATH))
             r.path = t.substr(u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
         else
@@ -267,6 +337,7 @@ int RequestParser::on_headers_complete(http_parser* p) {
         if (u.field_set & (1 << UF_QUERY))
             r.query = t.substr(u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
         if (r.path.empty() || r.path[0] != '/') return s->fail(400, "bad request target");
+        if (const char* why = bad_path(r.path)) return s->fail(400, why);
     }
 
     // RFC 9112 §6.3: a message with both Transfer-Encoding and Content-Length is
@@ -324,6 +395,11 @@ int RequestParser::on_headers_complete(http_parser* p) {
             return s->fail(400, "transfer-encoding framing not recognized");
     }
     if (r.version_minor >= 1 && !host_seen) return s->fail(400, "missing host header");
+    // RFC 9112 §3.2.2: "When an origin server receives a request with an
+    // absolute-form of request-target, the origin server MUST ignore the
+    // received Host header field (if any) and instead use the host information
+    // of the request-target." (The received one was still checked above.)
+    if (authority) r.headers.set("Host", std::move(*authority));
 
     bool has_body = (p->flags & F_CHUNKED) || (cl_seen && p->content_length > 0);
     if (cl_seen && p->content_length != ULLONG_MAX && p->content_length > s->limits_.max_body)
@@ -331,6 +407,7 @@ int RequestParser::on_headers_complete(http_parser* p) {
 
     r.keep_alive = http_should_keep_alive(p) != 0;
     s->head_done_ = true;
+    s->frame_active_ = (p->flags & F_CHUNKED) != 0;
 
     if (auto expect = r.headers.get("Expect")) {
         if (!iequals(*expect, "100-continue")) return s->fail(417, "unsupported expectation");
@@ -346,8 +423,10 @@ int RequestParser::on_headers_complete(http_parser* p) {
 
 int RequestParser::on_body(http_parser* p, const char* at, size_t n) {
     auto* s = self(p);
+    if (s->frame_active_) s->spans_.emplace_back(size_t(at - s->feed_base_), n);
+    // Within max_body: a Content-Length was checked at the head, each chunk's
+    // size at its size line (on_chunk_header), before any of its data.
     s->body_bytes_ += n;
-    if (s->body_bytes_ > s->limits_.max_body) return s->fail(413, "request body too large");
     s->req_.body.append(at, n);
     return 0;
 }
@@ -357,43 +436,293 @@ int RequestParser::on_message_complete(http_parser* p) {
     s->complete_ = true;
     s->in_message_ = false;
     s->head_done_ = false;
+    s->scan_ = HeadScan{};    // the next message's head is scanned from its first byte
     http_parser_pause(p, 1);  // one request at a time: the rest waits in the buffer
     return 0;
 }
 
+int RequestParser::on_chunk_header(http_parser* p) {
+    auto* s = self(p);
+    // The size line says how much comes: a chunk that would take the body past
+    // max_body is refused at its size, not after its data has been read.
+    if (p->content_length > s->limits_.max_body - s->body_bytes_)
+        return s->fail(413, "request body too large");
+    return 0;
+}
+
+bool RequestParser::request_line_byte(unsigned char b, Refusal& bad) {
+    // RFC 9112 §3: request-line = method SP request-target SP HTTP-version.
+    // "Although the request-line grammar rule requires that each of the
+    // component elements be separated by a single SP octet, recipients MAY
+    // instead parse on whitespace-delimited word boundaries": not here, so
+    // that no two readings of one line exist. "Recipients of an invalid
+    // request-line SHOULD respond with either a 400 (Bad Request) error".
+    HeadScan& h = scan_;
+    switch (h.part) {
+        case 0:  // RFC 9110 §9.1: method = token
+            if (b == ' ') {
+                if (h.part_len == 0) break;
+                h.part = 1;
+                h.part_len = 0;
+                return true;
+            }
+            if (!is_tchar(char(b))) {
+                bad = {400, "bad method"};
+                return false;
+            }
+            if (++h.part_len > kMaxMethod) {
+                bad = {501, "method not implemented (longer than any served)"};
+                return false;
+            }
+            return true;
+        case 1:  // RFC 3986 §2: a URI is visible ASCII; no CTL, SP or byte over 0x7e
+            if (b == ' ') {
+                if (h.part_len == 0) break;
+                h.part = 2;
+                h.part_len = 0;
+                return true;
+            }
+            if (h.part_len == 0) h.target_slash = b == '/';
+            if (b <= 0x20 || b >= 0x7f) {
+                bad = {400, "bad byte in the request target"};
+                return false;
+            }
+            if (++h.part_len > limits_.max_header) {
+                bad = {414, "request target too long"};
+                return false;
+            }
+            return true;
+        default: {  // RFC 9112 §2.3: HTTP-version = HTTP-name "/" DIGIT "." DIGIT
+            static constexpr std::string_view kName = "HTTP/";
+            const size_t k = h.part_len++;
+            bool good = k < kName.size()   ? char(b) == kName[k]
+                        : k == 5 || k == 7 ? is_digit(char(b))
+                                           : k == 6 && b == '.';
+            if (!good) {
+                bad = {400, "bad http version"};
+                return false;
+            }
+            if (k == 5) h.major = char(b);
+            return true;
+        }
+    }
+    bad = {400, "malformed request line"};
+    return false;
+}
+
+bool RequestParser::end_request_line(Refusal& bad) {
+    const HeadScan& h = scan_;
+    if (h.part == 0 || h.part_len == 0) {
+        bad = {400, "malformed request line"};
+        return false;
+    }
+    if (h.part == 1) {  // method SP target: the HTTP/0.9 simple request, if it names a path
+        bad = h.target_slash ? Refusal{505, "HTTP/0.9 is not served"}
+                             : Refusal{400, "malformed request line"};
+        return false;
+    }
+    if (h.part_len != 8) {
+        bad = {400, "bad http version"};
+        return false;
+    }
+    // RFC 9110 §15.6.6: 505 "the server does not support, or refuses to
+    // support, the major version of HTTP that was used in the request message".
+    if (h.major != '1') {
+        bad = {505, "only HTTP/1.x is served"};
+        return false;
+    }
+    return true;
+}
+
+size_t RequestParser::scan_head(const char* data, size_t len, Refusal& bad) {
+    head_end_ = std::string::npos;
+    HeadScan& h = scan_;
+    if (!h.active) return len;
+    for (size_t i = 0; i < len; ++i) {
+        const auto b = static_cast<unsigned char>(data[i]);
+        if (h.cr) {
+            h.cr = false;
+            // RFC 9112 §2.2: "A recipient of such a bare CR MUST consider that
+            // element to be invalid".
+            if (b != '\n') {
+                bad = {400, "bare CR in the request head"};
+                return i;
+            }
+            if (h.line_len == 0) {
+                if (h.lines == 0)
+                    continue;  // RFC 9112 §2.2: an empty line before the request line is ignored
+                h.active = false;  // the empty line that ends the head
+                head_end_ = i + 1;
+                return len;
+            }
+            if (h.lines == 0 && !end_request_line(bad)) return i;
+            ++h.lines;
+            h.line_len = 0;
+            continue;
+        }
+        if (b == '\r') {
+            h.cr = true;
+            continue;
+        }
+        // RFC 9112 §2.2: "a recipient MAY recognize a single LF as a line
+        // terminator": this one does not, in the head as in chunked framing
+        // (which http-parser already holds to CRLF), so that a bare LF never
+        // ends a line here that another reader would not end.
+        if (b == '\n') {
+            bad = {400, "bare LF in the request head"};
+            return i;
+        }
+        if (h.line_len == 0 && h.lines > 0 && (b == ' ' || b == '\t')) {
+            // RFC 9112 §2.2: "A recipient that receives whitespace between the
+            // start-line and the first header field MUST either reject the message
+            // as invalid or ..."; RFC 9112 §5.2: a server that receives an obs-fold
+            // "MUST either reject the message by sending a 400 (Bad Request),
+            // preferably with a representation explaining that obsolete line
+            // folding is unacceptable, or ...". Both are rejected.
+            bad = {400, h.lines == 1 ? "whitespace before the first header field"
+                                     : "obsolete line folding is not accepted"};
+            return i;
+        }
+        ++h.line_len;
+        if (h.lines == 0) {
+            in_message_ = true;
+            if (!request_line_byte(b, bad)) return i;
+        }
+    }
+    return len;
+}
+
+bool RequestParser::check_framing(const char* data, size_t n) {
+    if (!frame_active_) return true;
+    size_t pos = head_end_ != std::string::npos ? head_end_ : frame_skip_;
+    frame_skip_ = 0;
+    if (n < pos) {
+        // Paused for 100-continue before the head's last byte: it comes again.
+        frame_skip_ = pos - n;
+        return true;
+    }
+    auto refuse = [this](const char* why) {
+        fail(400, why);
+        return false;
+    };
+    size_t k = 0;
+    while (pos < n) {
+        while (k < spans_.size() && spans_[k].first + spans_[k].second <= pos) ++k;
+        if (k < spans_.size() && spans_[k].first <= pos) {
+            pos = spans_[k].first + spans_[k].second;  // chunk data: any byte
+            continue;
+        }
+        const size_t end = k < spans_.size() ? std::min(n, spans_[k].first) : n;
+        for (; pos < end; ++pos) {
+            const auto b = static_cast<unsigned char>(data[pos]);
+            // RFC 9112 §7.1: chunk = chunk-size [ chunk-ext ] CRLF chunk-data CRLF;
+            // §7.1.1: chunk-ext-name = token, chunk-ext-val = token / quoted-string.
+            // No CTL belongs in either, and a line ends with CRLF only.
+            if (frame_cr_) {
+                frame_cr_ = false;
+                if (b != '\n') return refuse("bare CR in chunked framing");
+                if (frame_line_ == FrameLine::size) {
+                    // chunk-ext = *( BWS ";" ... ): whitespace after the size
+                    // only comes before an extension.
+                    if (frame_digits_ == 0 || frame_size_part_ == 1)
+                        return refuse("bad chunk size");
+                    frame_line_ = frame_zero_ ? FrameLine::trailer : FrameLine::data_end;
+                } else if (frame_line_ == FrameLine::data_end) {
+                    frame_line_ = FrameLine::size;
+                }
+                frame_size_part_ = 0;
+                frame_digits_ = 0;
+                frame_zero_ = true;
+                continue;
+            }
+            if (b == '\r') {
+                frame_cr_ = true;
+                continue;
+            }
+            if (b == '\n') return refuse("bare LF in chunked framing");
+            if ((b < 0x20 && b != '\t') || b == 0x7f)
+                return refuse("control byte in chunked framing");
+            if (frame_line_ == FrameLine::size && frame_size_part_ < 2) {
+                // RFC 9112 §7.1: chunk-size = 1*HEXDIG, then [ chunk-ext ].
+                // http-parser takes "5 5" for 5; here it is refused.
+                const bool ws = b == ' ' || b == '\t';
+                if (frame_size_part_ == 0 && is_hexdig(char(b))) {
+                    ++frame_digits_;
+                    frame_zero_ = frame_zero_ && b == '0';
+                    if (frame_digits_ > 16) ++frame_extra_;  // past 64 bits: leading zeros
+                } else if (frame_digits_ > 0 && ws) {
+                    frame_size_part_ = 1;
+                } else if (frame_digits_ > 0 && b == ';') {
+                    frame_size_part_ = 2;
+                } else {
+                    return refuse("bad chunk size");
+                }
+            }
+            // RFC 9112 §7.1.1: "A server ought to limit the total length of chunk
+            // extensions received in a request to an amount reasonable for the
+            // services provided, in the same way that it applies length
+            // limitations and timeouts for other parts of a message, and generate
+            // an appropriate 4xx (Client Error) response if that amount is
+            // exceeded." Bounded by max_header, like the head (trailer fields
+            // are counted with the head's fields).
+            if (frame_line_ == FrameLine::size && frame_size_part_ > 0) ++frame_extra_;
+            if (frame_extra_ > limits_.max_header) return refuse("chunk extensions too long");
+        }
+    }
+    if (complete_) frame_active_ = false;
+    return true;
+}
+
+RequestParser::Result RequestParser::error_result() const {
+    Result res;
+    res.status = Status::error;
+    res.error_status = err_status_;
+    res.error_reason = err_reason_;
+    return res;
+}
+
 RequestParser::Result RequestParser::feed(const char* data, size_t len) {
     Result res;
-    if (err_status_) {
-        res.status = Status::error;
-        res.error_status = err_status_;
-        res.error_reason = err_reason_;
-        return res;
-    }
+    if (err_status_) return error_result();
     if (HTTP_PARSER_ERRNO(&parser_) == HPE_PAUSED) http_parser_pause(&parser_, 0);
     if (len == 0) return res;
+    // The head's bytes first: http-parser sees only those before a refused one,
+    // so an error it finds comes first in the stream and wins.
+    Refusal bad;
+    const size_t ok = scan_head(data, len, bad);
+    // RFC 9110 §9.1: "An origin server that receives a request method that is
+    // unrecognized or not implemented SHOULD respond with the 501 (Not
+    // Implemented) status code." http-parser stops at the first byte of a
+    // method it does not know; the rest of the request line decides between a
+    // malformed line (400), an unserved version (505) and an unknown method (501).
+    auto decide_method = [&]() {
+        if (scan_.lines > 0)
+            fail(501, "method not implemented");
+        else if (bad.status)
+            fail(bad.status, bad.reason);
+        else
+            res.consumed = len;  // the line goes on: scanned, nothing to parse
+        return err_status_ ? error_result() : res;
+    };
+    if (method_unknown_) return decide_method();
+    feed_base_ = data;
+    spans_.clear();
     // RFC 9112 §2.2: "a server that is expecting to receive and parse a
     // request-line SHOULD ignore at least one empty line (CRLF) received prior to
     // the request-line". http-parser skips them before on_message_begin: they
     // begin no message and are not counted against max_header.
-    size_t n = http_parser_execute(&parser_, &settings_, data, len);
+    // (A length of 0 would tell http-parser the connection ended: not called.)
+    size_t n = ok ? http_parser_execute(&parser_, &settings_, data, ok) : 0;
     res.consumed = n;
     enum http_errno e = HTTP_PARSER_ERRNO(&parser_);
-    if (err_status_) {
-        res.status = Status::error;
-        res.error_status = err_status_;
-        res.error_reason = err_reason_;
-        return res;
-    }
-    if (complete_) {
-        res.status = Status::complete;
-        return res;
-    }
-    if (expect_pause_) {
-        expect_pause_ = false;
-        res.status = Status::expect_continue;
-        return res;
+    if (err_status_) return error_result();
+    if (e == HPE_INVALID_METHOD) {
+        method_unknown_ = true;
+        return decide_method();
     }
     if (e != HPE_OK && e != HPE_PAUSED) {
+        // What was parsed before the error comes first in the stream.
+        if (!check_framing(data, n)) return error_result();
         int status = 400;
         std::string reason;
         switch (e) {
@@ -403,8 +732,8 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
             case HPE_UNEXPECTED_CONTENT_LENGTH:
                 reason = "conflicting content-length";
                 break;
-            case HPE_INVALID_CONTENT_LENGTH:
-                reason = "bad content-length";
+            case HPE_INVALID_CONTENT_LENGTH:  // also a chunk size past 64 bits
+                reason = head_done_ ? "bad chunk size" : "bad content-length";
                 break;
             case HPE_HEADER_OVERFLOW:
                 status = 431;
@@ -412,9 +741,6 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
                 break;
             case HPE_INVALID_HEADER_TOKEN:
                 reason = "invalid character in a header field";
-                break;
-            case HPE_INVALID_METHOD:
-                reason = "bad method";
                 break;
             case HPE_INVALID_VERSION:
                 reason = "bad http version";
@@ -424,9 +750,20 @@ RequestParser::Result RequestParser::feed(const char* data, size_t len) {
         }
         // Kept through fail(), status and reason together: later feeds repeat both.
         fail(status, std::move(reason));
-        res.status = Status::error;
-        res.error_status = err_status_;
-        res.error_reason = err_reason_;
+        return error_result();
+    }
+    if (bad.status) {  // everything before the refused byte parsed
+        fail(bad.status, bad.reason);
+        return error_result();
+    }
+    if (!check_framing(data, n)) return error_result();
+    if (complete_) {
+        res.status = Status::complete;
+        return res;
+    }
+    if (expect_pause_) {
+        expect_pause_ = false;
+        res.status = Status::expect_continue;
         return res;
     }
     // A head still incomplete after max_header bytes (e.g. one endless header

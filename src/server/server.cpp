@@ -507,6 +507,11 @@ void Server::finish_hold_head(Conn& c, Response& r) {
         close_conn(c);
         return;
     }
+    if (const char* why = invalid_answer(r)) {
+        holds_.release(c.slot);  // no stream: the subscription its h frame made goes
+        refuse_answer(c, why);
+        return;
+    }
     std::string head = head_text(c, r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());

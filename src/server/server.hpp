@@ -167,6 +167,10 @@ class Server final : private HoldSink {
     void close_after_write(SlotRef slot) override;
     void check_drained();
     std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);
+    // Why a handler's answer cannot be written as it is (nullptr: it can).
+    static const char* invalid_answer(const http::Response& r);
+    // Answers 502 in place of an answer that cannot be written, and closes.
+    void refuse_answer(Conn& c, const char* why);
     const std::string& date_header();
 
     Loop& loop_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "loop/log.hpp"
 #include "server/conn.hpp"
 
 namespace m0::server {
@@ -54,11 +55,42 @@ std::string Server::head_text(const Conn& c, const Response& r, std::string_view
     return h;
 }
 
+const char* Server::invalid_answer(const Response& r) {
+    // RFC 9110 §15: "Values outside the range 100..599 are invalid", and a 1xx
+    // is interim (§15.2): as the final answer it would leave the client
+    // waiting for another, and the next answer on the connection taken for it.
+    if (r.status < 200 || r.status > 599) return "the handler answered an invalid status code";
+    for (const auto& [k, v] : r.headers.items) {
+        // RFC 9110 §5.1: field-name = token. RFC 9110 §5.5: "Field values
+        // containing CR, LF, or NUL characters are invalid and dangerous, due to
+        // the varying ways that implementations might parse and interpret those
+        // characters": written as they are, they would end the field (or the
+        // head) where the handler chose, and split the response.
+        if (!is_token(k)) return "the handler answered a header field name that is not a token";
+        if (v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+            return "the handler answered CR, LF or NUL in a header field value";
+    }
+    return nullptr;
+}
+
+void Server::refuse_answer(Conn& c, const char* why) {
+    M0_LOG(error, "answer for slot ", to_string(c.slot), " refused 502: ", why);
+    c.keep_alive = false;
+    Response r = error_response(502, why);
+    send_whole(c, r);
+    close_after_write(c);
+}
+
 static bool bodiless(int status) {
     return (status >= 100 && status < 200) || status == 204 || status == 304;
 }
 
 void Server::send_whole(Conn& c, Response& r) {
+    if (const char* why = invalid_answer(r)) {
+        // The connection stays usable: the 502 is whole and framed.
+        M0_LOG(error, "answer for slot ", to_string(c.slot), " refused 502: ", why);
+        r = error_response(502, why);
+    }
     std::string framing;
     if (!bodiless(r.status)) {
         size_t len = r.body.size();
@@ -77,11 +109,21 @@ void Server::send_whole(Conn& c, Response& r) {
 }
 
 void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st) {
+    const char* why = invalid_answer(r);
+    auto cl = r.headers.get("Content-Length");
+    // RFC 9110 §8.6: Content-Length = 1*DIGIT; it is written as the framing.
+    if (!why && cl && (cl->empty() || cl->find_first_not_of("0123456789") != std::string::npos))
+        why = "the handler answered a Content-Length that is not a number";
+    if (why) {
+        if (st) st->cancel();  // its chunks and end find the connection closing: dropped
+        refuse_answer(c, why);
+        return;
+    }
     c.stream = std::move(st);
     c.phase = Phase::streaming;
     std::string framing;
     c.chunked = false;
-    if (auto cl = r.headers.get("Content-Length")) {
+    if (cl) {
         framing = "Content-Length: " + std::string(*cl) + "\r\n";
     } else if (c.version_minor >= 1 && !c.head_request) {
         framing = "Transfer-Encoding: chunked\r\n";
