@@ -18,7 +18,9 @@ for what in "$@"; do
   dict=()  # the request fuzzers share HTTP's tokens
   case $what in parser | request) dict=("-dict=fuzz/http.dict") ;; esac
   log="$build/fuzz-$what.log"
-  "$bin" "$build/corpus/$what" "fuzz/corpus/$what" "${dict[@]}" \
+  seed=()  # FUZZ_SEED fixes libFuzzer's random choices (make test sets it)
+  [ -n "${FUZZ_SEED:-}" ] && seed=("-seed=$FUZZ_SEED")
+  "$bin" "$build/corpus/$what" "fuzz/corpus/$what" "${dict[@]}" "${seed[@]}" \
     -max_total_time="$seconds" -timeout=30 -print_final_stats=1 \
     -artifact_prefix="$build/crashes/$what-" >"$log" 2>&1
   rc=$?
