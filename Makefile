@@ -48,10 +48,14 @@ deps:
 	  echo "deps: run: sudo apt-get update && sudo apt-get install -y $$missing"; exit 1; \
 	fi
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER)
-
-configure: $(BUILD)/CMakeCache.txt
+# Runs CMake when $(BUILD) is new, and again whenever SANITIZER is not the value
+# the folder was configured with.
+configure:
+	@cached=$$(sed -n 's/^SANITIZER:[A-Z]*=//p' $(BUILD)/CMakeCache.txt 2>/dev/null); \
+	if [ ! -f $(BUILD)/CMakeCache.txt ] || [ "$$cached" != "$(SANITIZER)" ]; then \
+	  echo "cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER)"; \
+	  cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER); \
+	fi
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
