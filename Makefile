@@ -93,18 +93,16 @@ test-browser: smoke-textshelf-browser
 # ---- sanitizers ---------------------------------------------------------
 # Each has its own build folder, and CMake runs with its SANITIZER every time:
 # a folder configured earlier with another setting is reconfigured, not reused.
-#   test-asan  ASan + UBSan: every unit test, the properties, the smokes.
+#   test-asan  ASan + UBSan: every unit test, the properties, every smoke.
 #   test-tsan  TSan: the unit tests of what threads share or hand over (pools,
 #              completion ring and notify queue, bus, loop and server, both
-#              pools' hold paths), the properties, the smokes. The others (the
+#              pools' hold paths), the properties, every smoke. The others (the
 #              parser, JSON, SSE, grants, metrics text, history, the hold table
 #              and cursor) run on one thread: ASan covers them.
-# The smokes are every smoke/NN-*.py but the browser one: the server paths it
-# drives are the textshelf and history smokes' own, and it needs Chromium.
 ASAN_BUILD := build-asan
 TSAN_BUILD := build-tsan
 SAN_PROPERTY_CASES ?= 1000
-SAN_SMOKES := $(sort $(filter-out %-browser.py,$(wildcard smoke/[0-9][0-9]-*.py)))
+SAN_SMOKES := $(sort $(wildcard smoke/[0-9][0-9]-*.py))
 TSAN_TESTS := test_pool test_stream_state test_notify_queue test_bus test_hold_loop test_server \
               test_mojo_pool test_wsgi_pool
 PROPERTY_BINS := $(patsubst property_tests/%.cpp,%,$(wildcard property_tests/prop_*.cpp))
@@ -128,15 +126,16 @@ san_ctest = cd $(1) && env $(2) ctest $(3) --output-on-failure --no-tests=error 
 # The first line of a report: ASan and LSan, TSan, UBSan.
 SAN_REPORT := ERROR: [A-Za-z]+Sanitizer|WARNING: ThreadSanitizer|: runtime error:
 
-# $(call san_smokes,FOLDER,ENV,SCRIPTS): each smoke against FOLDER/m0serve, all
-# of them run; then a sanitizer report in any server log written meanwhile is a
-# failure too (a server whose exit code a phase does not check).
+# $(call san_smokes,FOLDER,ENV,SCRIPTS): each smoke against FOLDER/m0serve (the
+# browser one fails, as in `make smoke`, when there is no browser), all of them
+# run; then a sanitizer report in any server log written meanwhile is a failure
+# too (a server whose exit code a phase does not check).
 san_smokes = stamp=$(1)/smoke-start; touch $$stamp; failed=; \
-  for s in $(3); do env $(2) $(PY) $$s --binary $(1)/m0serve || failed="$$failed $$s"; done; \
+  for s in $(3); do env M0_REQUIRE_BROWSER=1 $(2) $(PY) $$s --binary $(1)/m0serve || failed="$$failed $$s"; done; \
   reports=$$(find $(SMOKE_LOGS) -type f -newer $$stamp -exec grep -l -E '$(SAN_REPORT)' {} + 2>/dev/null); \
   for r in $$reports; do echo "sanitizer report in $$r:"; \
     grep -E -A40 '$(SAN_REPORT)' $$r | head -80; done; \
-  for s in $$failed; do echo "reproduce: env $(2) $(PY) $$s --binary $(1)/m0serve"; done; \
+  for s in $$failed; do echo "reproduce: env M0_REQUIRE_BROWSER=1 $(2) $(PY) $$s --binary $(1)/m0serve"; done; \
   [ -z "$$failed$$reports" ]
 
 test-asan: fixtures-db
