@@ -27,7 +27,7 @@ ADMIN_KEY  ?= $(BUILD)/admin.key
 TEXTSHELF  := fixtures/textshelf
 
 .PHONY: deps build configure test unit property property-long test-python smoke test-browser \
-        sabotage soak bench-holds serve serve-djangoproj fixtures-db clean format format-check
+        test-asan test-tsan sabotage soak bench-holds serve serve-djangoproj fixtures-db clean format format-check
 
 # Every smoke/NN-NAME.py is a smoke, run by `make smoke-NAME` and by `make smoke`;
 # every group of sabotage/GROUP-*.mutation has `make sabotage-GROUP`. A new file
@@ -50,10 +50,14 @@ deps:
 	  echo "deps: run: sudo apt-get update && sudo apt-get install -y $$missing"; exit 1; \
 	fi
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER)
-
-configure: $(BUILD)/CMakeCache.txt
+# Runs CMake when $(BUILD) is new, and again whenever SANITIZER is not the value
+# the folder was configured with.
+configure:
+	@cached=$$(sed -n 's/^SANITIZER:[A-Z]*=//p' $(BUILD)/CMakeCache.txt 2>/dev/null); \
+	if [ ! -f $(BUILD)/CMakeCache.txt ] || [ "$$cached" != "$(SANITIZER)" ]; then \
+	  echo "cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER)"; \
+	  cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER); \
+	fi
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -87,6 +91,70 @@ smoke-%: build fixtures-db
 	M0_REQUIRE_BROWSER=1 $(PY) $(wildcard smoke/[0-9][0-9]-$*.py) --binary $(M0SERVE)
 
 test-browser: smoke-textshelf-browser
+
+# ---- sanitizers ---------------------------------------------------------
+# Each has its own build folder, and CMake runs with its SANITIZER every time:
+# a folder configured earlier with another setting is reconfigured, not reused.
+#   test-asan  ASan + UBSan: every unit test, the properties, every smoke.
+#   test-tsan  TSan: the unit tests of what threads share or hand over (pools,
+#              completion ring and notify queue, bus, loop and server, both
+#              pools' hold paths), the properties, every smoke. The others (the
+#              parser, JSON, SSE, grants, metrics text, history, the hold table
+#              and cursor) run on one thread: ASan covers them.
+ASAN_BUILD := build-asan
+TSAN_BUILD := build-tsan
+SAN_PROPERTY_CASES ?= 1000
+SAN_SMOKES := $(sort $(wildcard smoke/[0-9][0-9]-*.py))
+TSAN_TESTS := test_pool test_stream_state test_notify_queue test_bus test_hold_loop test_server \
+              test_mojo_pool test_wsgi_pool
+PROPERTY_BINS := $(patsubst property_tests/%.cpp,%,$(wildcard property_tests/prop_*.cpp))
+SMOKE_LOGS := build/smoke-logs
+
+# halt_on_error: the first report ends the process with a non-zero code, so a
+# test fails, and a smoke fails its server's exit-code check (servers stop with
+# SIGTERM and must exit 0). PYTHONMALLOC=malloc: LeakSanitizer does not scan
+# pymalloc's arenas, so whatever the interpreter keeps, and what our code hands
+# it (a capsule's pointer), would otherwise read as leaked.
+ASAN_ENV := PYTHONMALLOC=malloc \
+  ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+TSAN_ENV := PYTHONMALLOC=malloc TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+# $(call san_ctest,FOLDER,ENV,CTEST ARGS): ctest there; on a failure, the
+# command that reruns what failed.
+san_ctest = cd $(1) && env $(2) ctest $(3) --output-on-failure --no-tests=error || { \
+  echo "reproduce: cd $(1) && env $(2) ctest --rerun-failed --output-on-failure"; exit 1; }
+
+# The first line of a report: ASan and LSan, TSan, UBSan.
+SAN_REPORT := ERROR: [A-Za-z]+Sanitizer|WARNING: ThreadSanitizer|: runtime error:
+
+# $(call san_smokes,FOLDER,ENV,SCRIPTS): each smoke against FOLDER/m0serve (the
+# browser one fails, as in `make smoke`, when there is no browser), all of them
+# run; then a sanitizer report in any server log written meanwhile is a failure
+# too (a server whose exit code a phase does not check).
+san_smokes = stamp=$(1)/smoke-start; touch $$stamp; failed=; \
+  for s in $(3); do env M0_REQUIRE_BROWSER=1 $(2) $(PY) $$s --binary $(1)/m0serve || failed="$$failed $$s"; done; \
+  reports=$$(find $(SMOKE_LOGS) -type f -newer $$stamp -exec grep -l -E '$(SAN_REPORT)' {} + 2>/dev/null); \
+  for r in $$reports; do echo "sanitizer report in $$r:"; \
+    grep -E -A40 '$(SAN_REPORT)' $$r | head -80; done; \
+  for s in $$failed; do echo "reproduce: env M0_REQUIRE_BROWSER=1 $(2) $(PY) $$s --binary $(1)/m0serve"; done; \
+  [ -z "$$failed$$reports" ]
+
+test-asan: fixtures-db
+	cmake -S . -B $(ASAN_BUILD) -DSANITIZER=address,undefined
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@$(call san_ctest,$(ASAN_BUILD),$(ASAN_ENV),-L unit -j $(JOBS))
+	@$(call san_ctest,$(ASAN_BUILD),$(ASAN_ENV) RC_PARAMS=max_success=$(SAN_PROPERTY_CASES),-L property)
+	@$(call san_smokes,$(ASAN_BUILD),$(ASAN_ENV),$(SAN_SMOKES))
+	@echo "make test-asan: every part passed"
+
+test-tsan: fixtures-db
+	cmake -S . -B $(TSAN_BUILD) -DSANITIZER=thread
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target m0serve $(TSAN_TESTS) $(PROPERTY_BINS)
+	@$(call san_ctest,$(TSAN_BUILD),$(TSAN_ENV),-L unit -j $(JOBS) -R '^($(shell echo $(TSAN_TESTS) | tr ' ' '|'))$$')
+	@$(call san_ctest,$(TSAN_BUILD),$(TSAN_ENV) RC_PARAMS=max_success=$(SAN_PROPERTY_CASES),-L property)
+	@$(call san_smokes,$(TSAN_BUILD),$(TSAN_ENV),$(SAN_SMOKES))
+	@echo "make test-tsan: every part passed"
 
 sabotage: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --all
