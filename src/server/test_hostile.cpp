@@ -151,23 +151,6 @@ struct Rig : testing::ServerRig {
         cfg.heartbeat = 3600;
         return cfg;
     }
-    void post(SlotRef s, Response r) {
-        Completion c;
-        c.kind = Completion::Kind::response;
-        c.slot = s;
-        c.response = std::move(r);
-        ring.push(std::move(c));
-    }
-    void post_kind(SlotRef s, Completion::Kind kind, std::shared_ptr<StreamState> st,
-                   Response r = {}, std::string data = {}) {
-        Completion c;
-        c.kind = kind;
-        c.slot = s;
-        c.response = std::move(r);
-        c.data = std::move(data);
-        c.stream = std::move(st);
-        ring.push(std::move(c));
-    }
     std::unique_ptr<Client> client(bool admin = false) {
         auto c = connect(admin);
         REQUIRE(c);

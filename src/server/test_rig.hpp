@@ -87,6 +87,22 @@ struct ServerRig {
     ServerRig(const ServerRig&) = delete;
     ServerRig& operator=(const ServerRig&) = delete;
 
+    // Posts a whole response for `s` on the completion ring, as a pool would.
+    void post(SlotRef s, http::Response r) {
+        post_kind(s, Completion::Kind::response, nullptr, std::move(r));
+    }
+    // Posts a completion of any kind (a streamed head, chunk or end, a hold).
+    void post_kind(SlotRef s, Completion::Kind kind, std::shared_ptr<StreamState> st,
+                   http::Response r = {}, std::string data = {}, bool aborted = false) {
+        Completion c;
+        c.kind = kind;
+        c.slot = s;
+        c.response = std::move(r);
+        c.data = std::move(data);
+        c.aborted = aborted;
+        c.stream = std::move(st);
+        ring.push(std::move(c));
+    }
     // A client whose socketpair end the server adopts; null if socketpair failed.
     std::unique_ptr<SocketClient> connect(bool admin = false) {
         int sv[2];

@@ -159,25 +159,6 @@ struct Rig : ServerRig {
             return Admission::queued;
         });
     }
-    void post(SlotRef s, Response r) {
-        Completion c;
-        c.kind = Completion::Kind::response;
-        c.slot = s;
-        c.response = std::move(r);
-        ring.push(std::move(c));
-    }
-    void post_kind(SlotRef s, Completion::Kind kind, std::shared_ptr<StreamState> st,
-                   Response r = {}, std::string data = {}, bool aborted = false) {
-        Completion c;
-        c.kind = kind;
-        c.slot = s;
-        c.response = std::move(r);
-        c.data = std::move(data);
-        c.aborted = aborted;
-        c.stream = std::move(st);
-        ring.push(std::move(c));
-    }
-
     std::unique_ptr<Client> connect(bool admin = false) {
         auto c = ServerRig::connect(admin);
         REQUIRE(c);
