@@ -261,5 +261,23 @@ def phase13(ctx):
         expect_events(c, head, [(eid, "small")], settle=0.0, what="hold after a refused 1 MiB event")
 
 
+@smoke.phase(14, "--max-hold-channels 2: a mojo hold on 3 channels is 502 naming the count and the flag; on 2 it is held and hears both")
+def phase14(ctx):
+    srv = rt_server(ctx, ["--max-hold-channels", "2"])
+    check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN)")
+    d = ctx.connect(srv)
+    d.send(build_request("GET", "/native/hold?channel=rt14a,rt14b,rt14c"))
+    r = d.read_response("GET", 5)
+    check_error(r, 502, "a hold on 3 channels")
+    check(b"3 channels" in r.body and b"--max-hold-channels 2" in r.body,
+          "the 502 does not name the count and the flag: %s" % short(r.body))
+    d.close()
+    c, _ = ctx.hold(srv, "/native/hold?channel=rt14a,rt14b")
+    read_head_body(c, b": mojo hold\n\n")
+    ids = [publish_admin(srv.admin, srv.admin_key, ch, "on " + ch) for ch in ("rt14b", "rt14a")]
+    expect_events(c, b": mojo hold\n\n", [(ids[0], "on rt14b"), (ids[1], "on rt14a")], settle=0.0,
+                  what="a hold on 2 channels")
+
+
 if __name__ == "__main__":
     sys.exit(smoke.main())

@@ -66,6 +66,7 @@ const char* kUsage =
                               262144, or a quarter of --hold-buffer-limit if
                               smaller); must be below --hold-buffer-limit
   --max-holds N               past it, a hold answer is 503 (default 10000)
+  --max-hold-channels N       a hold naming more channels is 502 (default 64)
   --history N                 events kept per channel for replay (default 64; 0: none)
   --history-seconds SECONDS   none kept longer (default 3600)
   --history-bytes BYTES       kept across all channels, oldest first out (default 67108864)
@@ -101,6 +102,7 @@ struct Options {
     m0::server::ServerConfig server;
     bool realtime = false;
     int64_t max_holds = 10000;
+    size_t max_hold_channels = 64;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
     m0::bus::HistoryLimits history;
     bool max_connections_given = false;
@@ -235,6 +237,8 @@ Options parse(int argc, char** argv) {
             o.history.max_bytes = parse_number<size_t>(a, value(), 0, size_t(1) << 40);
         } else if (a == "--max-holds") {
             o.max_holds = parse_number<int64_t>(a, value(), 0, 10000000);
+        } else if (a == "--max-hold-channels") {
+            o.max_hold_channels = parse_number<size_t>(a, value(), 1, 100000);
         } else if (a == "--admin-listen") {
             parse_hostport(a, value(), o.admin_host, o.admin_port);
         } else if (a == "--admin-key-file") {
@@ -363,6 +367,7 @@ int main(int argc, char** argv) {
     handoff.bus = bus.get();
     handoff.metrics = &metrics;
     handoff.max_holds = o.max_holds;
+    handoff.max_channels = o.max_hold_channels;
     handoff.stream_high_water = o.server.stream_high_water;
 
     bool any_wsgi = false, any_mojo = false;

@@ -121,6 +121,15 @@ void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response hea
         post_response(h, slot, std::move(head));
         return;
     }
+    if (d.channels.size() > h.max_channels) {
+        // Each name is a subscription the loop keeps for the hold's life: a
+        // handler that joins thousands is a defect, not a hold.
+        std::string why = "M0-Channel names " + std::to_string(d.channels.size()) +
+                          " channels, over --max-hold-channels " + std::to_string(h.max_channels);
+        M0_LOG(error, "hold refused for slot ", to_string(slot), ": ", why);
+        post_response(h, slot, http::error_response(502, why));
+        return;
+    }
     if (h.metrics) {
         int64_t open = h.metrics->holds_open.fetch_add(1) + 1;
         if (open > h.max_holds) {

@@ -42,6 +42,7 @@ struct Handoff {
     bus::Bus* bus = nullptr;  // null without --realtime: no holds
     Metrics* metrics = nullptr;
     int64_t max_holds = 10000;
+    size_t max_channels = 64;  // --max-hold-channels: names one hold may join
     size_t stream_high_water = 256 * 1024;
     std::function<void(Point, SlotRef)> hook;  // tests only
 
@@ -85,8 +86,9 @@ bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::
                      std::string worker);
 
 // Finishes a job whose handler answered a hold (take_stream_hold already ran):
-// checks --max-holds, sends the frame, then posts the head. Posts a 503 instead
-// when over the limit or when the frame is refused; degrades without a bus.
+// checks --max-hold-channels (a 502: the handler's answer is at fault) and
+// --max-holds, sends the frame, then posts the head. Posts a 503 instead when
+// over --max-holds or when the frame is refused; degrades without a bus.
 void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response head,
                  HoldDecision decision);
 
