@@ -68,18 +68,18 @@ test: deps build
 	@echo "make test: every part passed"
 
 # A failure ends with one `reproduce:` line per failed test
-# (tools/ctest-reproduce.sh), a property's with RapidCheck's reproduce string.
+# (.ci/ctest-reproduce.sh), a property's with RapidCheck's reproduce string.
 unit: build
 	@cd $(BUILD) && ctest -L unit --output-on-failure -j $(JOBS) || { \
-	  cd $(CURDIR) && tools/ctest-reproduce.sh $(BUILD); exit 1; }
+	  cd $(CURDIR) && .ci/ctest-reproduce.sh $(BUILD); exit 1; }
 
 property: build
 	@cd $(BUILD) && RC_PARAMS="max_success=$(PROPERTY_CASES)" ctest -L property --output-on-failure || { \
-	  cd $(CURDIR) && tools/ctest-reproduce.sh $(BUILD); exit 1; }
+	  cd $(CURDIR) && .ci/ctest-reproduce.sh $(BUILD); exit 1; }
 
 property-long: build
 	@cd $(BUILD) && RC_PARAMS="max_success=5000" ctest -L property --output-on-failure || { \
-	  cd $(CURDIR) && tools/ctest-reproduce.sh $(BUILD); exit 1; }
+	  cd $(CURDIR) && .ci/ctest-reproduce.sh $(BUILD); exit 1; }
 
 # The m0 package (grants, names, hold helper), djangoproj's views, textshelf's
 # authorization: unittest, with Debian's interpreter.
@@ -128,7 +128,7 @@ TSAN_ENV := PYTHONMALLOC=malloc TSAN_OPTIONS=halt_on_error=1:second_deadlock_sta
 # $(call san_ctest,FOLDER,ENV,CTEST ARGS): ctest there; on a failure, the
 # command that reruns what failed.
 san_ctest = cd $(1) && env $(2) ctest $(3) --output-on-failure --no-tests=error || { \
-  cd $(CURDIR) && tools/ctest-reproduce.sh $(1) $(2); exit 1; }
+  cd $(CURDIR) && .ci/ctest-reproduce.sh $(1) $(2); exit 1; }
 
 # The first line of a report: ASan and LSan, TSan, UBSan.
 SAN_REPORT := ERROR: [A-Za-z]+Sanitizer|WARNING: ThreadSanitizer|: runtime error:

@@ -2,7 +2,7 @@
 # After a failed ctest run in FOLDER: one line per failed test that reruns it
 # alone, with the property's RC_PARAMS="reproduce=..." when RapidCheck printed
 # one, and the ENV the run had (a sanitizer's options).
-#   tools/ctest-reproduce.sh FOLDER [ENV...]
+#   .ci/ctest-reproduce.sh FOLDER [ENV...]
 set -u
 folder=$1; shift
 env_prefix=${*:+env $* }
