@@ -27,7 +27,7 @@ ADMIN_KEY  ?= $(BUILD)/admin.key
 TEXTSHELF  := fixtures/textshelf
 
 .PHONY: deps build configure test unit property property-long test-python smoke test-browser \
-        test-asan test-tsan sabotage soak bench-holds serve serve-djangoproj fixtures-db clean format format-check
+        test-asan test-tsan sabotage soak bench bench-deps bench-holds serve serve-djangoproj fixtures-db clean format format-check
 
 # Every smoke/NN-NAME.py is a smoke, run by `make smoke-NAME` and by `make smoke`;
 # every group of sabotage/GROUP-*.mutation has `make sabotage-GROUP`. A new file
@@ -35,12 +35,11 @@ TEXTSHELF  := fixtures/textshelf
 SMOKE_TARGETS := $(shell ls smoke/[0-9][0-9]-*.py 2>/dev/null | sed -E 's|smoke/[0-9]+-(.*)\.py|smoke-\1|')
 SABOTAGE_GROUPS := $(shell ls sabotage/*.mutation 2>/dev/null | sed -E 's|sabotage/([a-z0-9]+)-.*|\1|' | sort -u)
 
-# Installs the Debian packages that are missing (apt-get, when root); prints
-# the command otherwise.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+# $(call install_debs,PACKAGES): installs those of PACKAGES that are missing
+# (apt-get, when root); prints the command otherwise.
+install_debs = missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
-	missing="$$missing $(NODE_PACKAGES)"; missing=$$(echo $$missing); \
+	missing=$$(echo $$missing); \
 	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
 	echo "deps: missing: $$missing"; \
 	if [ "$$(id -u)" = 0 ]; then \
@@ -49,6 +48,9 @@ deps:
 	else \
 	  echo "deps: run: sudo apt-get update && sudo apt-get install -y $$missing"; exit 1; \
 	fi
+
+deps:
+	@$(call install_debs,$(DEB_PACKAGES) $(NODE_PACKAGES))
 
 # Runs CMake when $(BUILD) is new, and again whenever SANITIZER is not the value
 # the folder was configured with.
@@ -172,6 +174,18 @@ soak: build fixtures-db
 
 sabotage-%: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --group $*
+
+# Not a test: m0serve's holds beside nchan's (nginx, two workers), each server
+# fresh, interleaved, BENCH_RUNS times; prints medians and ratios against the
+# targets, appends JSON lines to build/bench.jsonl (smoke/bench.py).
+BENCH_PACKAGES := nginx libnginx-mod-nchan
+BENCH_HOLDS    ?= 1000,5000,10000,19000
+BENCH_RUNS     ?= 3
+bench-deps:
+	@$(call install_debs,$(BENCH_PACKAGES))
+
+bench: deps build fixtures-db bench-deps
+	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS)
 
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build

@@ -1,0 +1,574 @@
+// sse_load: a load driver for SSE servers (m0serve, nchan, Pushpin), one
+// process, one libevent loop.
+//
+// DESIGN
+// It opens --holds GET streams on --url (its `{ch}` replaced by one of
+// --channels names, round robin), from several 127.0.0.x source addresses
+// when one address's ephemeral ports would run out, at most --connecting at a
+// time. Once all are open (or --open-timeout passes) it reads the servers'
+// RSS, then publishes through --publish-url: one POST per event, one at a
+// time on a keep-alive connection, at --rate events/s for --seconds, or
+// --burst events back to back. Each event's data is `seq=N t=NS` (t: the
+// driver's CLOCK_MONOTONIC when the POST was sent), so every delivery gives
+// its publish-to-receive latency. Responses and streams are read with
+// http-parser (chunked or not); event lines are found in the decoded body.
+// It stops when every hold has every event of its channel, or when nothing
+// arrived for --drain-timeout, and prints one JSON line of figures.
+// Everything runs on the one thread.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: sse_load --url URL --publish-url URL [options]
+  --url URL              the stream, http://127.0.0.1:PORT/PATH; {ch} is a channel name
+  --holds N              streams to open (default 1000)
+  --channels K           channel names bench0..bench(K-1), round robin (default 1)
+  --connecting N         connections opening at once (default 500)
+  --sources K            source addresses 127.0.0.1..127.0.0.K (default: enough
+                         for 25000 connections each)
+  --publish-url URL      POST target of each event; {ch} is its channel
+  --publish-body T       the POST body; {ch} the channel, {data} the event's data
+                         (default {data})
+  --publish-header H     a request header, 'Name: value' (repeatable)
+  --rate R --seconds S   R events/s for S seconds (default 20/s for 10 s)
+  --burst E              instead: E events, each sent once the last is answered
+  --server-pid PID       a server process (repeatable; its descendants count too):
+                         RSS per hold and CPU per delivery are read from /proc
+  --open-timeout S       time allowed to open every stream (default 60)
+  --drain-timeout S      stop when nothing arrived this long (default 5)
+  --label TEXT           a label for the JSON line
+)";
+
+[[noreturn]] void die(const std::string& why) {
+    std::fprintf(stderr, "sse_load: %s\n", why.c_str());
+    std::exit(2);
+}
+
+int64_t now_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+struct Url {
+    std::string host, path;
+    uint16_t port = 80;
+};
+
+Url parse_url(const std::string& flag, const std::string& s) {
+    http_parser_url u;
+    http_parser_url_init(&u);
+    if (http_parser_parse_url(s.data(), s.size(), 0, &u) != 0 || !(u.field_set & (1 << UF_HOST)))
+        die(flag + " wants http://HOST:PORT/PATH, got '" + s + "'");
+    Url out;
+    out.host = s.substr(u.field_data[UF_HOST].off, u.field_data[UF_HOST].len);
+    out.port = (u.field_set & (1 << UF_PORT)) ? u.port : 80;
+    size_t from = (u.field_set & (1 << UF_PATH)) ? u.field_data[UF_PATH].off : s.size();
+    out.path = from < s.size() ? s.substr(from) : "/";
+    return out;
+}
+
+std::string replace_all(std::string s, std::string_view what, std::string_view with) {
+    for (size_t at = 0; (at = s.find(what, at)) != std::string::npos; at += with.size())
+        s.replace(at, what.size(), with);
+    return s;
+}
+
+// ---- /proc: a server's processes, their RSS and CPU ------------------------
+
+std::vector<int> with_descendants(const std::vector<int>& roots) {
+    std::vector<std::pair<int, int>> parent;  // pid, ppid
+    if (DIR* d = opendir("/proc")) {
+        while (dirent* e = readdir(d)) {
+            int pid = std::atoi(e->d_name);
+            if (pid <= 0) continue;
+            std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+            std::string line;
+            if (!std::getline(f, line)) continue;
+            size_t close = line.rfind(')');
+            if (close == std::string::npos) continue;
+            std::istringstream rest(line.substr(close + 2));
+            char state;
+            int ppid = 0;
+            rest >> state >> ppid;
+            parent.emplace_back(pid, ppid);
+        }
+        closedir(d);
+    }
+    std::vector<int> all = roots;
+    for (size_t i = 0; i < all.size(); ++i)
+        for (auto [pid, ppid] : parent)
+            if (ppid == all[i] && std::find(all.begin(), all.end(), pid) == all.end())
+                all.push_back(pid);
+    return all;
+}
+
+int64_t rss_bytes(const std::vector<int>& pids) {
+    int64_t sum = 0;
+    for (int pid : pids) {
+        std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+        for (std::string line; std::getline(f, line);)
+            if (line.rfind("VmRSS:", 0) == 0) sum += std::atoll(line.c_str() + 6) * 1024;
+    }
+    return sum;
+}
+
+double cpu_seconds(const std::vector<int>& pids) {
+    double sum = 0;
+    const double tick = double(sysconf(_SC_CLK_TCK));
+    for (int pid : pids) {
+        std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+        std::string line;
+        if (!std::getline(f, line)) continue;
+        std::istringstream rest(line.substr(line.rfind(')') + 2));
+        std::string field;
+        for (int i = 3; i <= 15 && rest >> field; ++i)
+            if (i == 14 || i == 15) sum += std::atof(field.c_str()) / tick;  // utime, stime
+    }
+    return sum;
+}
+
+// ---- the run -----------------------------------------------------------
+
+struct Options {
+    std::string url, publish_url, publish_body = "{data}", label;
+    std::vector<std::string> publish_headers;
+    int holds = 1000, channels = 1, connecting = 500, sources = 0;
+    double rate = 20, seconds = 10, open_timeout = 60, drain_timeout = 5;
+    int burst = 0;
+    std::vector<int> server_pids;
+};
+
+struct Run;
+
+// One HTTP/1.1 client connection: a stream, or the publisher.
+struct Conn {
+    Run* run = nullptr;
+    bufferevent* bev = nullptr;
+    http_parser parser{};
+    int index = -1;  // the hold's number; -1: the publisher
+    int channel = 0;
+    bool open = false, failed = false;
+    std::string line;  // a partial body line
+    std::vector<bool> seen;
+    uint64_t last_seq = 0;
+};
+
+struct Run {
+    Options o;
+    Url stream, publish;
+    event_base* base = nullptr;
+    std::vector<std::unique_ptr<Conn>> holds;
+    std::unique_ptr<Conn> publisher;
+    int next_to_open = 0, connecting = 0, opened = 0, failed = 0, dropped = 0;
+    int64_t open_deadline = 0;
+    // Publishing.
+    int total_events = 0, published = 0, answered = 0, publish_errors = 0;
+    std::vector<int> per_channel;  // events published on each channel
+    bool publish_pending = false;
+    int64_t first_publish = 0, last_delivery = 0, last_progress = 0;
+    // Deliveries.
+    uint64_t delivered = 0, duplicates = 0, out_of_order = 0, foreign = 0;
+    std::vector<uint32_t> latency_us;
+    std::vector<int> pids;
+    double cpu_before = 0;
+    int64_t rss_before = 0, rss_holds = 0;
+    event* tick = nullptr;
+};
+
+void open_more(Run& r);
+void on_body_line(Conn& c, std::string_view line);
+
+int on_headers_complete(http_parser* p) {
+    auto* c = static_cast<Conn*>(p->data);
+    if (c->index >= 0) {
+        if (p->status_code == 200) {
+            c->open = true;
+            c->run->opened++;
+        } else {
+            c->failed = true;
+        }
+        c->run->connecting--;
+    }
+    return 0;
+}
+
+int on_body(http_parser* p, const char* at, size_t n) {
+    auto* c = static_cast<Conn*>(p->data);
+    if (c->index < 0) return 0;
+    std::string_view chunk(at, n);
+    while (!chunk.empty()) {
+        size_t lf = chunk.find('\n');
+        if (lf == std::string_view::npos) {
+            c->line.append(chunk);
+            break;
+        }
+        c->line.append(chunk.substr(0, lf));
+        on_body_line(*c, c->line);
+        c->line.clear();
+        chunk.remove_prefix(lf + 1);
+    }
+    return 0;
+}
+
+void publish_next(Run& r);
+
+int on_message_complete(http_parser* p) {
+    auto* c = static_cast<Conn*>(p->data);
+    if (c->index >= 0) return 0;
+    Run& r = *c->run;
+    r.answered++;
+    if (p->status_code / 100 != 2) r.publish_errors++;
+    r.publish_pending = false;
+    if (r.o.burst > 0) publish_next(r);
+    return 0;
+}
+
+const http_parser_settings kSettings = [] {
+    http_parser_settings s{};
+    s.on_headers_complete = on_headers_complete;
+    s.on_body = on_body;
+    s.on_message_complete = on_message_complete;
+    return s;
+}();
+
+// A data line: `data: seq=N t=NS` (or with the publisher's own framing).
+void on_body_line(Conn& c, std::string_view line) {
+    Run& r = *c.run;
+    size_t at = line.find("seq=");
+    if (line.rfind("data:", 0) != 0 || at == std::string_view::npos) return;
+    uint64_t seq = 0;
+    int64_t t = 0;
+    const char* end = line.data() + line.size();
+    auto [p, ec] = std::from_chars(line.data() + at + 4, end, seq);
+    size_t tat = line.find(" t=", at);
+    if (ec != std::errc() || tat == std::string_view::npos ||
+        std::from_chars(line.data() + tat + 3, end, t).ec != std::errc() || seq == 0 ||
+        seq > uint64_t(r.total_events)) {
+        r.foreign++;
+        return;
+    }
+    const int64_t now = now_ns();
+    if (c.seen.empty()) c.seen.resize(size_t(r.total_events) + 1);
+    if (c.seen[seq]) {
+        r.duplicates++;
+        return;
+    }
+    c.seen[seq] = true;
+    if (seq < c.last_seq) r.out_of_order++;
+    c.last_seq = std::max(c.last_seq, seq);
+    r.delivered++;
+    r.latency_us.push_back(uint32_t(std::min<int64_t>((now - t) / 1000, UINT32_MAX)));
+    r.last_delivery = r.last_progress = now;
+}
+
+void on_read(bufferevent* bev, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    evbuffer* in = bufferevent_get_input(bev);
+    while (evbuffer_get_length(in) > 0) {
+        size_t n = evbuffer_get_contiguous_space(in);
+        const char* data = reinterpret_cast<const char*>(evbuffer_pullup(in, ssize_t(n)));
+        size_t used = http_parser_execute(&c->parser, &kSettings, data, n);
+        evbuffer_drain(in, n);
+        if (c->parser.http_errno != HPE_OK || used != n) {
+            c->failed = true;
+            break;
+        }
+    }
+}
+
+void on_event(bufferevent*, short what, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    if (what & BEV_EVENT_CONNECTED) return;
+    Run& r = *c->run;
+    if (c->index >= 0) {
+        // A stream that closes after its head is dropped: it still counts in
+        // what was expected, so the run reports what it missed.
+        if (c->open) {
+            r.dropped++;
+        } else {
+            if (!c->failed) r.connecting--;
+            r.failed++;
+        }
+        c->failed = true;
+        bufferevent_free(c->bev);
+        c->bev = nullptr;
+        open_more(r);
+    } else {
+        std::fprintf(stderr, "sse_load: the publisher's connection closed\n");
+        event_base_loopbreak(r.base);
+    }
+}
+
+bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) die(std::string("socket: ") + std::strerror(errno));
+    sockaddr_in src{};
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + uint32_t(source));
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
+        die(std::string("bind a source address: ") + std::strerror(errno));
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(u.port);
+    if (inet_pton(AF_INET, u.host.c_str(), &dst.sin_addr) != 1)
+        die("the host must be an IPv4 address, got '" + u.host + "'");
+    bufferevent* bev = bufferevent_socket_new(r.base, fd, BEV_OPT_CLOSE_ON_FREE);
+    bufferevent_setcb(bev, on_read, nullptr, on_event, c);
+    bufferevent_enable(bev, EV_READ);
+    if (bufferevent_socket_connect(bev, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0)
+        die(std::string("connect: ") + std::strerror(errno));
+    return bev;
+}
+
+std::string channel_name(int i) { return "bench" + std::to_string(i); }
+
+void open_more(Run& r) {
+    while (r.connecting < r.o.connecting && r.next_to_open < r.o.holds) {
+        int i = r.next_to_open++;
+        auto c = std::make_unique<Conn>();
+        c->run = &r;
+        c->index = i;
+        c->channel = i % r.o.channels;
+        http_parser_init(&c->parser, HTTP_RESPONSE);
+        c->parser.data = c.get();
+        c->bev = connect_to(r, r.stream, i % r.o.sources, c.get());
+        std::string path = replace_all(r.stream.path, "{ch}", channel_name(c->channel));
+        std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + r.stream.host +
+                          "\r\nAccept: text/event-stream\r\n\r\n";
+        bufferevent_write(c->bev, req.data(), req.size());
+        r.connecting++;
+        r.holds.push_back(std::move(c));
+    }
+}
+
+void publish_next(Run& r) {
+    if (r.publish_pending || r.published >= r.total_events) return;
+    int seq = ++r.published;
+    int ch = (seq - 1) % r.o.channels;
+    r.per_channel[size_t(ch)]++;
+    std::string data = "seq=" + std::to_string(seq) + " t=" + std::to_string(now_ns());
+    std::string body =
+        replace_all(replace_all(r.o.publish_body, "{ch}", channel_name(ch)), "{data}", data);
+    std::string path = replace_all(r.publish.path, "{ch}", channel_name(ch));
+    std::string req = "POST " + path + " HTTP/1.1\r\nHost: " + r.publish.host +
+                      "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    for (const auto& h : r.o.publish_headers) req += h + "\r\n";
+    req += "\r\n" + body;
+    r.publish_pending = true;
+    bufferevent_write(r.publisher->bev, req.data(), req.size());
+    if (!r.first_publish) r.first_publish = now_ns();
+}
+
+uint64_t expected(const Run& r) {
+    uint64_t sum = 0;
+    for (const auto& c : r.holds)
+        if (c->open) sum += uint64_t(r.per_channel[size_t(c->channel)]);
+    return sum;
+}
+
+double percentile(std::vector<uint32_t>& v, double p) {
+    if (v.empty()) return 0;
+    size_t k = std::min(v.size() - 1, size_t(p * double(v.size())));
+    std::nth_element(v.begin(), v.begin() + ptrdiff_t(k), v.end());
+    return v[k] / 1000.0;
+}
+
+enum class Phase { opening, publishing, draining };
+Phase phase = Phase::opening;
+
+void start_publishing(Run& r) {
+    r.rss_holds = rss_bytes(r.pids);
+    r.pids = with_descendants(r.o.server_pids);
+    r.cpu_before = cpu_seconds(r.pids);
+    r.total_events = r.o.burst > 0 ? r.o.burst : int(r.o.rate * r.o.seconds);
+    r.per_channel.assign(size_t(r.o.channels), 0);
+    r.latency_us.reserve(size_t(r.total_events) * size_t(r.opened) + 16);
+    r.publisher = std::make_unique<Conn>();
+    r.publisher->run = &r;
+    http_parser_init(&r.publisher->parser, HTTP_RESPONSE);
+    r.publisher->parser.data = r.publisher.get();
+    r.publisher->bev = connect_to(r, r.publish, 0, r.publisher.get());
+    phase = Phase::publishing;
+    r.last_progress = now_ns();
+    if (r.o.burst > 0) publish_next(r);
+}
+
+void on_tick(evutil_socket_t, short, void* arg) {
+    Run& r = *static_cast<Run*>(arg);
+    const int64_t now = now_ns();
+    if (phase == Phase::opening) {
+        if (r.opened + r.failed >= r.o.holds || now > r.open_deadline) start_publishing(r);
+        return;
+    }
+    if (phase == Phase::publishing && r.o.burst == 0) {
+        // Steady rate: the events due by now, one at a time.
+        int due = int(double(now - r.first_publish) / 1e9 * r.o.rate) + 1;
+        if (!r.first_publish) due = 1;
+        if (r.published < std::min(due, r.total_events)) publish_next(r);
+    }
+    if (r.answered >= r.total_events) phase = Phase::draining;
+    if (phase == Phase::draining &&
+        (r.delivered >= expected(r) || now - r.last_progress > int64_t(r.o.drain_timeout * 1e9)))
+        event_base_loopbreak(r.base);
+}
+
+int parse_int(const std::string& flag, const char* v, int lo, int hi) {
+    int n = 0;
+    std::string_view s(v);
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc() || p != s.data() + s.size() || n < lo || n > hi)
+        die(flag + " wants a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+            ", got '" + std::string(s) + "'");
+    return n;
+}
+
+double parse_double(const std::string& flag, const char* v) {
+    char* end = nullptr;
+    double d = std::strtod(v, &end);
+    if (!end || *end || !(d > 0)) die(flag + " wants a positive number, got '" + v + "'");
+    return d;
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--help") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        }
+        if (i + 1 >= argc) die(a + " wants a value (see --help)");
+        const char* v = argv[++i];
+        if (a == "--url")
+            o.url = v;
+        else if (a == "--holds")
+            o.holds = parse_int(a, v, 1, 1000000);
+        else if (a == "--channels")
+            o.channels = parse_int(a, v, 1, 100000);
+        else if (a == "--connecting")
+            o.connecting = parse_int(a, v, 1, 100000);
+        else if (a == "--sources")
+            o.sources = parse_int(a, v, 1, 250);
+        else if (a == "--publish-url")
+            o.publish_url = v;
+        else if (a == "--publish-body")
+            o.publish_body = v;
+        else if (a == "--publish-header")
+            o.publish_headers.emplace_back(v);
+        else if (a == "--rate")
+            o.rate = parse_double(a, v);
+        else if (a == "--seconds")
+            o.seconds = parse_double(a, v);
+        else if (a == "--burst")
+            o.burst = parse_int(a, v, 1, 10000000);
+        else if (a == "--server-pid")
+            o.server_pids.push_back(parse_int(a, v, 1, 1 << 30));
+        else if (a == "--open-timeout")
+            o.open_timeout = parse_double(a, v);
+        else if (a == "--drain-timeout")
+            o.drain_timeout = parse_double(a, v);
+        else if (a == "--label")
+            o.label = v;
+        else
+            die("unknown option '" + a + "' (see --help)");
+    }
+    if (o.url.empty() || o.publish_url.empty()) die("--url and --publish-url are required");
+    if (o.sources == 0) o.sources = (o.holds + 24999) / 25000;
+    return o;
+}
+
+void raise_fd_limit() {
+    rlimit l{};
+    if (getrlimit(RLIMIT_NOFILE, &l) == 0 && l.rlim_cur < l.rlim_max) {
+        l.rlim_cur = l.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &l);
+    }
+}
+
+std::string json_escape(const std::string& s) {
+    std::string out;
+    for (char ch : s) {
+        if (ch == '"' || ch == '\\') out += '\\';
+        if (static_cast<unsigned char>(ch) >= 0x20) out += ch;
+    }
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    static Run r;
+    r.o = parse(argc, argv);
+    r.stream = parse_url("--url", r.o.url);
+    r.publish = parse_url("--publish-url", r.o.publish_url);
+    raise_fd_limit();
+    r.base = event_base_new();
+    r.pids = with_descendants(r.o.server_pids);
+    r.rss_before = rss_bytes(r.pids);
+    r.open_deadline = now_ns() + int64_t(r.o.open_timeout * 1e9);
+    r.holds.reserve(size_t(r.o.holds));
+    const int64_t t_open = now_ns();
+    open_more(r);
+    r.tick = event_new(r.base, -1, EV_PERSIST, on_tick, &r);
+    // The tick paces the steady rate: 1 ms, fine enough for 1000 events/s.
+    timeval every{0, 1000};
+    event_add(r.tick, &every);
+    // Connections finishing their heads let more start.
+    event* refill = event_new(
+        r.base, -1, EV_PERSIST,
+        [](evutil_socket_t, short, void* arg) { open_more(*static_cast<Run*>(arg)); }, &r);
+    timeval ten_ms{0, 10000};
+    event_add(refill, &ten_ms);
+    event_base_dispatch(r.base);
+    const double open_s = double(r.first_publish ? r.first_publish - t_open : 0) / 1e9;
+    const double cpu = cpu_seconds(r.pids) - r.cpu_before;
+    const uint64_t want = expected(r);
+    const double span = double(r.last_delivery - r.first_publish) / 1e9;
+    std::vector<uint32_t> lat = r.latency_us;
+    std::printf(
+        "{\"label\": \"%s\", \"holds\": %d, \"holds_open\": %d, \"failed\": %d, \"dropped\": %d, "
+        "\"open_s\": %.3f, "
+        "\"rss_per_hold_bytes\": %.0f, \"events\": %d, \"publish_errors\": %d, "
+        "\"delivered\": %llu, \"expected\": %llu, \"duplicates\": %llu, \"out_of_order\": %llu, "
+        "\"foreign\": %llu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, "
+        "\"deliveries_per_s\": %.0f, \"cpu_s\": %.3f, \"cpu_s_per_1m\": %.3f}\n",
+        json_escape(r.o.label).c_str(), r.o.holds, r.opened, r.failed, r.dropped, open_s,
+        r.opened ? double(r.rss_holds - r.rss_before) / r.opened : 0.0, r.published,
+        r.publish_errors, static_cast<unsigned long long>(r.delivered),
+        static_cast<unsigned long long>(want), static_cast<unsigned long long>(r.duplicates),
+        static_cast<unsigned long long>(r.out_of_order), static_cast<unsigned long long>(r.foreign),
+        percentile(lat, 0.5), percentile(lat, 0.99),
+        lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end()) / 1000.0,
+        span > 0 ? double(r.delivered) / span : 0.0, cpu,
+        r.delivered ? cpu / double(r.delivered) * 1e6 : 0.0);
+    // 0 only for a clean run: every stream open and kept, every event
+    // delivered to each once and in order.
+    const bool clean = r.opened == r.o.holds && r.dropped == 0 && want > 0 && r.delivered == want &&
+                       r.duplicates == 0 && r.out_of_order == 0 && r.publish_errors == 0;
+    return clean ? 0 : 1;
+}
