@@ -13,6 +13,7 @@ PEP 3333 checker) instead; the /boom phase sets DJANGO_PROPAGATE_EXCEPTIONS=1
 so the view's exception reaches the server.
 """
 
+import json
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import emit  # noqa: E402
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, HOST, Conn, Fail, Server, Smoke, build_request, check, check_error,
+    DJANGO_ARGS, HOST, ROOT, Conn, Fail, Server, Smoke, build_request, check, check_error,
     check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short,
     wait_metric)
 
@@ -865,6 +866,47 @@ def phase40(ctx):
         raise Fail("the server did not exit within 6 s of SIGTERM with --grace 2")
     check(rc == 0, "exit code %d after SIGTERM, want 0" % rc)
     check(took < 4.0, "the server took %.1fs to exit with --grace 2" % took)
+
+
+@smoke.phase(41, "a positional APP as gunicorn takes it (djangoproj.wsgi, with --chdir or run in its directory) serves Django at /; two APPs, or an APP beside --mount /, exit 2 with one line")
+def phase41(ctx):
+    srv = ctx.server(["--chdir", "fixtures/djangoproj", "djangoproj.wsgi", "--mount", "/native=mojo"])
+    r = http(srv.addr, "GET", "/")
+    check(r.status == 200 and b"m0serve demo" in r.body, "GET / with the positional APP: %s %s" % (
+        r.summary(), short(r.body, 120)))
+    check(http(srv.addr, "GET", "/native/hello").status == 200, "/native/hello beside the APP")
+    # Without --chdir the directory it runs in goes on sys.path, as with gunicorn.
+    srv = ctx.server(["djangoproj.wsgi"], cwd=os.path.join(ROOT, "fixtures", "djangoproj"))
+    r = http(srv.addr, "GET", "/")
+    check(r.status == 200 and b"m0serve demo" in r.body, "GET / from `m0serve djangoproj.wsgi` "
+          "run in fixtures/djangoproj: %s %s" % (r.summary(), short(r.body, 120)))
+    for args, what in ((["djangoproj.wsgi", "other.wsgi"], "two-apps"),
+                       (["djangoproj.wsgi", "--mount", "/=djangoproj.wsgi:application"], "app-and-root-mount"),
+                       (["djangoproj.wsgi:"], "app-empty-callable")):
+        line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--chdir", "fixtures/djangoproj"] + args, what)
+        check("APP" in line, "%s: the one line does not say APP: %r" % (what, line))
+
+
+def echo_environ(srv, headers):
+    r = http(srv.addr, "GET", "/echo", headers)
+    check(r.status == 200, "GET /echo: %s" % r.summary())
+    return json.loads(r.body)["environ"]
+
+
+@smoke.phase(42, "--forwarded-allow-ips: from a trusted peer (loopback by default) X-Forwarded-For and -Proto set REMOTE_ADDR and wsgi.url_scheme; from an untrusted one they are ignored; a bad list exits 2")
+def phase42(ctx):
+    fwd = [("X-Forwarded-For", "192.0.2.1, 203.0.113.9"), ("X-Forwarded-Proto", "https")]
+    env = echo_environ(server(ctx), fwd)
+    check(env.get("REMOTE_ADDR") == "203.0.113.9" and env.get("wsgi.url_scheme") == "https",
+          "behind a trusted proxy: REMOTE_ADDR %r, wsgi.url_scheme %r; want 203.0.113.9, https" % (
+              env.get("REMOTE_ADDR"), env.get("wsgi.url_scheme")))
+    env = echo_environ(server(ctx, ["--forwarded-allow-ips", "10.0.0.0/8"]), fwd)
+    check(env.get("REMOTE_ADDR") == "127.0.0.1" and env.get("wsgi.url_scheme") == "http",
+          "from an untrusted peer: REMOTE_ADDR %r, wsgi.url_scheme %r; want 127.0.0.1, http" % (
+              env.get("REMOTE_ADDR"), env.get("wsgi.url_scheme")))
+    line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--forwarded-allow-ips", "localhost"]
+                    + DJANGO_ARGS, "forwarded-bad")
+    check("--forwarded-allow-ips" in line and "localhost" in line, "the one line: %r" % line)
 
 
 if __name__ == "__main__":

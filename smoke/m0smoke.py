@@ -720,9 +720,10 @@ class Server:
     """One m0serve process this script started (or, with SERVER=, one it
     reuses and never signals)."""
 
-    def __init__(self, ctx, binary, args, label, admin=False, admin_key=None, env=None):
+    def __init__(self, ctx, binary, args, label, admin=False, admin_key=None, env=None, cwd=None):
         self.ctx = ctx
         self.env = env
+        self.cwd = cwd or ROOT
         self.binary = binary
         self.args = list(args)
         self.label = label
@@ -751,7 +752,8 @@ class Server:
         else:
             port = free_port()
         self.addr = (HOST, port)
-        self.argv = [binary, "--listen", "%s:%d" % self.addr] + self.args
+        # Absolute: a server may run in another directory (cwd=).
+        self.argv = [os.path.abspath(binary), "--listen", "%s:%d" % self.addr] + self.args
 
     def start(self, ready_timeout=20.0):
         if self.reused:
@@ -761,11 +763,11 @@ class Server:
         os.makedirs(LOG_DIR, exist_ok=True)
         self.log_path = os.path.join(LOG_DIR, "%s.log" % self.label)
         log = open(self.log_path, "wb")
-        log.write(("# cwd %s\n# %s\n" % (ROOT, " ".join(self.argv))).encode())
+        log.write(("# cwd %s\n# %s\n" % (self.cwd, " ".join(self.argv))).encode())
         log.flush()
         env = dict(os.environ)
         env.update(self.env or {})
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True, env=env)
         log.close()
@@ -868,9 +870,10 @@ class Ctx:
         self.servers = []
         self.conns = []
 
-    def server(self, args, admin=False, admin_key=None, label=None, ready_timeout=20.0, env=None):
+    def server(self, args, admin=False, admin_key=None, label=None, ready_timeout=20.0, env=None,
+               cwd=None):
         label = label or "%s-phase%d-%d" % (self.smoke.script, self.number, len(self.servers) + 1)
-        s = Server(self, self.binary, args, label, admin=admin, admin_key=admin_key, env=env)
+        s = Server(self, self.binary, args, label, admin=admin, admin_key=admin_key, env=env, cwd=cwd)
         self.servers.append(s)
         return s.start(ready_timeout)
 

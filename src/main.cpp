@@ -33,17 +33,24 @@
 namespace {
 
 const char* kUsage =
-    R"(usage: m0serve [options]
+    R"(usage: m0serve [options] [APP]
 
+  APP                         a WSGI application at /, as gunicorn takes it:
+                              module.path (its `application`) or module:callable;
+                              the same as --mount /=module.path:application
   --listen HOST:PORT          where to serve (default 127.0.0.1:8000)
   --mount PREFIX=SPEC         repeatable; SPEC is module.path:callable (WSGI)
                               or a compiled-in mojo mount name (mojo)
   --blocking-threads N        WSGI pool threads (default 4)
   --mojo-threads N            mojo pool threads (default 2)
   --max-queued N              jobs waiting per pool; past it, 503 (default 1024)
-  --chdir DIR                 change directory first; DIR goes on sys.path
+  --chdir DIR                 change directory first; DIR (default: the current
+                              directory) goes on sys.path
   --pythonpath DIR            repeatable; prepended to sys.path
   --log-level LEVEL           debug, info, warn, error (default info)
+  --forwarded-allow-ips LIST  peers whose X-Forwarded-For / X-Forwarded-Proto set
+                              REMOTE_ADDR and wsgi.url_scheme: addresses, CIDR
+                              blocks, or * (default 127.0.0.1,::1; '' for none)
   --max-header-size BYTES     request head limit, 431 past it (default 16384)
   --max-headers N             header field lines per request, 431 past it (default 100)
   --max-body-size BYTES       request body limit, 413 past it (default 16777216)
@@ -139,6 +146,8 @@ void parse_hostport(const std::string& flag, const std::string& v, std::string& 
 
 Options parse(int argc, char** argv) {
     Options o;
+    std::optional<std::string> positional;    // APP
+    std::string forwarded = "127.0.0.1,::1";  // gunicorn's default
     auto known_mojo = m0::mojo::mount_names();
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -194,6 +203,8 @@ Options parse(int argc, char** argv) {
             o.chdir = value();
         } else if (a == "--pythonpath") {
             o.pythonpath.push_back(value());
+        } else if (a == "--forwarded-allow-ips") {
+            forwarded = value();  // '' trusts none
         } else if (a == "--log-level") {
             std::string l = value();
             if (!m0::log::parse_level(l, o.level))
@@ -245,11 +256,32 @@ Options parse(int argc, char** argv) {
             o.admin_key_file = value();
         } else if (a == "--grant-key-file") {
             o.grant_key_file = value();
+        } else if (!a.starts_with("-") && !a.empty()) {
+            // gunicorn's positional APP: module (its `application`) or module:callable.
+            if (positional) die("one APP only, got '" + *positional + "' and '" + a + "'");
+            positional = a;
         } else {
             die("unknown option '" + std::string(argv[i]) + "' (see --help)");
         }
     }
-    if (o.mounts.empty()) die("nothing to serve: give at least one --mount PREFIX=SPEC");
+    {
+        std::string err;
+        auto t = m0::http::TrustedProxies::parse(forwarded, err);
+        if (!t) die("--forwarded-allow-ips: " + err);
+        o.server.forwarded_allow = *t;
+    }
+    if (positional) {
+        MountSpec ms{"/", *positional, true};
+        if (ms.spec.find(':') == std::string::npos) ms.spec += ":application";
+        if (ms.spec.front() == ':' || ms.spec.back() == ':')
+            die("APP wants module.path or module.path:callable, got '" + *positional + "'");
+        for (const auto& other : o.mounts)
+            if (other.prefix == "/")
+                die("APP " + *positional + " is served at /, and --mount also mounts /");
+        o.mounts.push_back(ms);
+    }
+    if (o.mounts.empty())
+        die("nothing to serve: give an APP (module.path) or at least one --mount PREFIX=SPEC");
     // One event must never fill a hold's buffer by itself.
     if (o.max_event_size == 0)
         o.max_event_size = std::min(m0::bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
@@ -347,8 +379,10 @@ int main(int argc, char** argv) {
 
     if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0)
         die("--chdir " + o.chdir + ": " + std::strerror(errno));
+    // As gunicorn does, the directory served from goes on sys.path: --chdir's,
+    // else the current one, so `m0serve config.wsgi` imports from where it runs.
     char cwd[4096];
-    if (!o.chdir.empty() && getcwd(cwd, sizeof cwd)) o.chdir = cwd;
+    if (getcwd(cwd, sizeof cwd)) o.chdir = cwd;
 
     m0::Loop loop;
     m0::CompletionRing ring;

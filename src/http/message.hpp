@@ -43,9 +43,10 @@ struct Request {
     Headers headers;
     std::string body;
     bool keep_alive = true;
-    std::string remote_addr;
+    std::string remote_addr;  // the peer's, or a trusted proxy's client (http/forwarded.hpp)
     uint16_t remote_port = 0;
-    std::string server_name;  // the listener's host
+    std::string scheme = "http";  // wsgi.url_scheme: https only from a trusted proxy
+    std::string server_name;      // the listener's host
     uint16_t server_port = 0;
     // Set by routing: the mount prefix (SCRIPT_NAME) and the rest (PATH_INFO).
     std::string script_name;

@@ -222,6 +222,7 @@ void Server::dispatch(Conn& c, Request req) {
     req.remote_port = c.remote_port;
     req.server_name = listen_host_.empty() ? "127.0.0.1" : listen_host_;
     req.server_port = c.admin ? admin_port_ : port_;
+    if (!c.admin) http::apply_forwarded(req, cfg_.forwarded_allow);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {

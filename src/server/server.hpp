@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bus/channel.hpp"
+#include "http/forwarded.hpp"
 #include "http/message.hpp"
 #include "http/parser.hpp"
 #include "loop/loop.hpp"
@@ -69,6 +70,9 @@ struct ServerConfig {
     // passes twice the limit) is a slow reader and is closed.
     double hold_drain_timeout = 5;
     std::string admin_key;  // bearer key for admin POST /publish; empty: refused
+    // Peers whose X-Forwarded-For / -Proto are believed (--forwarded-allow-ips);
+    // none by default here, the binary's default is loopback.
+    http::TrustedProxies forwarded_allow;
     std::string server_header = "m0serve/" M0_VERSION;
 };
 

@@ -221,7 +221,7 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
               set_item(env, "REMOTE_PORT", str_latin1(std::to_string(r.remote_port))) == 0 &&
               set_item(env, "SERVER_SOFTWARE", str_latin1("m0serve/" M0_VERSION)) == 0 &&
               set_item(env, "wsgi.version", Py_BuildValue("(ii)", 1, 0)) == 0 &&
-              set_item(env, "wsgi.url_scheme", str_latin1("http")) == 0 &&
+              set_item(env, "wsgi.url_scheme", str_latin1(r.scheme)) == 0 &&
               PyDict_SetItemString(env, "wsgi.errors", errors) == 0 &&
               PyDict_SetItemString(env, "wsgi.multithread", Py_True) == 0 &&
               PyDict_SetItemString(env, "wsgi.multiprocess", Py_False) == 0 &&
