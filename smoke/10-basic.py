@@ -909,5 +909,25 @@ def phase42(ctx):
     check("--forwarded-allow-ips" in line and "localhost" in line, "the one line: %r" % line)
 
 
+@smoke.phase(43, "--check loads the apps and binds the listeners, logs the configuration block and exits 0 without serving; a missing app or a port in use exits 2 with one line")
+def phase43(ctx):
+    port = free_port()
+    rc, out, err = ctx.run_binary(["--listen", "127.0.0.1:%d" % port, "--realtime", "--check"] + DJANGO_ARGS,
+                                  30, label="%s-phase%d-ok" % (SCRIPT, ctx.number))
+    check(rc == 0 and "configuration ok" in out, "--check: exit %r, stdout %s, stderr %s" % (
+        rc, short(out), short(err)))
+    for part in ("config: mounts / -> djangoproj.wsgi:application (wsgi)", "config: pools:",
+                 "config: listeners: 127.0.0.1:%d" % port, "config: realtime: in-process bus"):
+        check(part in err, "the configuration block lacks %r: %s" % (part, short(err, 600)))
+    line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--check", "--chdir",
+                          "fixtures/djangoproj", "nosuch.wsgi"], "check-missing-app")
+    check("nosuch" in line, "the one line does not name the app: %r" % line)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        busy = taken.getsockname()[1]
+        bad_flag(ctx, ["--listen", "127.0.0.1:%d" % busy, "--check"] + DJANGO_ARGS, "check-port-in-use")
+
+
 if __name__ == "__main__":
     sys.exit(smoke.main())

@@ -80,6 +80,9 @@ const char* kUsage =
   --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
   --admin-key-file PATH       bearer key for admin POST /publish
   --grant-key-file PATH       keys that verify grants (KID HEX per line)
+  --check                     load everything (apps, keys, bus), bind the
+                              listeners, print the configuration, exit 0 (or 2
+                              with the reason) without serving
   --help, --version
 )";
 
@@ -113,6 +116,7 @@ struct Options {
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
     m0::bus::HistoryLimits history;
     bool max_connections_given = false;
+    bool check = false;  // --check
     std::string admin_host;
     uint16_t admin_port = 0;
     std::string admin_key_file, grant_key_file;
@@ -165,6 +169,8 @@ Options parse(int argc, char** argv) {
         if (a == "--help" || a == "-h") {
             std::fputs(kUsage, stdout);
             std::exit(0);
+        } else if (a == "--check") {
+            o.check = true;
         } else if (a == "--version") {
             std::printf("m0serve %s\n", M0_VERSION);
             std::exit(0);
@@ -361,6 +367,51 @@ void on_signal(evutil_socket_t sig, short, void* arg) {
     server->shutdown();
 }
 
+std::string kib(size_t bytes) { return std::to_string(bytes / 1024) + " KiB"; }
+
+std::string secs(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%gs", s);
+    return buf;
+}
+
+// The start-up block: what this process serves and with which limits, one
+// line per part, so an operator reads the effective configuration in the log.
+void log_configuration(const Options& o, const m0::server::Server& server) {
+    std::string mounts;
+    for (const auto& m : o.mounts)
+        mounts += (mounts.empty() ? "" : ", ") + m.prefix + " -> " + m.spec +
+                  (m.wsgi ? " (wsgi)" : " (mojo)");
+    M0_LOG(info, "config: mounts ", mounts);
+    M0_LOG(info, "config: pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
+           std::to_string(o.mojo_threads), " threads, at most ", std::to_string(o.max_queued),
+           " queued each");
+    std::string admin =
+        o.admin_host.empty()
+            ? "none"
+            : o.admin_host + ":" + std::to_string(server.bound_port(true)) +
+                  (o.server.admin_key.empty() ? " (no key: publish refused)" : " (bearer key)");
+    M0_LOG(info, "config: listeners: ", o.host, ":", std::to_string(server.bound_port(false)),
+           "; admin ", admin, "; at most ", std::to_string(o.server.max_connections),
+           " connections");
+    M0_LOG(info, "config: requests: head ", kib(o.server.limits.max_header), " and ",
+           std::to_string(o.server.limits.max_headers), " fields, body ",
+           kib(o.server.limits.max_body), "; timeouts header ", secs(o.server.header_timeout),
+           ", keep-alive ", secs(o.server.keepalive_timeout), ", write ",
+           secs(o.server.write_timeout), ", request ", secs(o.server.request_timeout), ", grace ",
+           secs(o.server.grace));
+    if (!o.realtime) {
+        M0_LOG(info, "config: realtime off (holds are answered as ordinary responses)");
+        return;
+    }
+    M0_LOG(info, "config: realtime: in-process bus; history ",
+           std::to_string(o.history.per_channel), " events per channel, ", secs(o.history.max_age),
+           ", ", kib(o.history.max_bytes), "; heartbeat ", secs(o.server.heartbeat), "; at most ",
+           std::to_string(o.max_holds), " holds of ", std::to_string(o.max_hold_channels),
+           " channels; hold buffer ", kib(o.server.hold_buffer_limit), ", events up to ",
+           kib(o.max_event_size));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -457,6 +508,14 @@ int main(int argc, char** argv) {
         if (!server.listen(o.host, o.port, false, err)) die(err);
         if (!o.admin_host.empty() && !server.listen(o.admin_host, o.admin_port, true, err))
             die("--admin-listen: " + err);
+        log_configuration(o, server);
+        if (o.check) {
+            // Everything loaded and bound: the configuration serves. Nothing
+            // ran on the pools, so there is nothing to drain.
+            std::printf("m0serve: configuration ok\n");
+            std::fflush(nullptr);
+            std::_Exit(0);
+        }
 
         event* sigterm = evsignal_new(loop.base(), SIGTERM, on_signal, &server);
         event* sigint = evsignal_new(loop.base(), SIGINT, on_signal, &server);
