@@ -21,6 +21,7 @@ src/wsgi, the module Django signs with.
 
 import os
 import secrets
+import signal
 import sys
 import time
 
@@ -233,6 +234,52 @@ def phase5(ctx):
     short_key = key_file(ctx, "short.keys", [("k1", secrets.token_hex(16))])
     line = startup_error(ctx, short_key, "short-key")
     check("line 1" in line, "short key: the line does not say which line: %r" % line)
+
+
+def wait_log(srv, text, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in srv.log_text():
+            return
+        time.sleep(0.05)
+    raise Fail("the server log never said %r within %.0fs" % (text, timeout))
+
+
+@smoke.phase(6, "SIGHUP reads the key files again: a grant of a key added to the file holds, Django signs "
+                "with the new first key, a new admin key replaces the old; a file that no longer reads "
+                "keeps the keys in use")
+def phase6(ctx):
+    g = m0grant()
+    old, new = new_key("old"), new_key("new")
+    srv, path = start(ctx, [old], "-sighup")
+    new_grant = g.sign_grant(DOC_CHANNEL, 120, keys=ring([new]))
+    refused(srv, live_url(new_grant), "unknown grant key", "a 'new' grant before the reload")
+
+    key_file(ctx, "grant-sighup.keys", [new, old])
+    admin_path = [a for a in srv.args if a.endswith("admin.key")][0]
+    new_admin = secrets.token_hex(24)
+    with open(admin_path, "w") as f:
+        f.write(new_admin + "\n")
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_log(srv, "SIGHUP: --grant-key-file read again: 2 keys")
+    wait_log(srv, "SIGHUP: --admin-key-file read again")
+    c = mojo_hold(ctx, srv, live_url(new_grant), what="a 'new' grant after SIGHUP")
+    alice = User(srv.addr, "alice").login()
+    url = alice.stream_url("/grant/document/%d" % DOC)
+    check(payload_of(token_of(url))[0] == "new", "Django signed with %r after the reload, want 'new'" % (
+        payload_of(token_of(url))[0],))
+    r = publish_admin(srv.admin, srv.admin_key, DOC_CHANNEL, "x", expect=401)
+    check(r.status == 401, "the old admin key after SIGHUP: %s" % r.summary())
+    eid = publish_admin(srv.admin, new_admin, DOC_CHANNEL, "after reload", event="annotation")
+    events = read_events(c, MOJO_HEAD, 1, timeout=5.0)
+    check(events and int(events[0]["id"]) == eid, "the hold of the reloaded grant did not get event %d" % eid)
+
+    with open(path, "w") as f:
+        f.write("new not-hex\n")
+    srv.proc.send_signal(signal.SIGHUP)
+    wait_log(srv, "the keys in use are kept")
+    mojo_hold(ctx, srv, live_url(new_grant), what="a 'new' grant after a reload of a broken file").close()
+    c.close()
 
 
 if __name__ == "__main__":

@@ -297,16 +297,31 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
-std::string read_key_file(const std::string& path) {
+// The admin key of `path`; nullopt with `err` set when it cannot be read or
+// is not one line of at least 16 characters.
+std::optional<std::string> read_admin_key(const std::string& path, std::string& err) {
     std::ifstream f(path);
-    if (!f) die("--admin-key-file: cannot read " + path);
+    if (!f) {
+        err = "cannot read " + path;
+        return std::nullopt;
+    }
     std::stringstream ss;
     ss << f.rdbuf();
     std::string k = ss.str();
     while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
-    if (k.size() < 16 || k.find_first_of(" \t\r\n") != std::string::npos)
-        die("--admin-key-file: the key must be one line of at least 16 characters");
+    if (k.size() < 16 || k.find_first_of(" \t\r\n") != std::string::npos) {
+        err = "the key must be one line of at least 16 characters";
+        return std::nullopt;
+    }
     return k;
+}
+
+// A path given relative to the caller's directory, made absolute before
+// --chdir, so that SIGHUP reads the same file.
+std::string absolute(const std::string& path) {
+    if (path.empty() || path.front() == '/') return path;
+    char cwd[4096];
+    return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
 }
 
 // File descriptors kept back from --max-connections: stdio, the event base,
@@ -367,6 +382,36 @@ void on_signal(evutil_socket_t sig, short, void* arg) {
     server->shutdown();
 }
 
+// SIGHUP: the key files are read again. A file that no longer reads keeps
+// the keys in use (logged), so a bad edit never stops grants or publishing.
+struct Reload {
+    const Options* o;
+    m0::grant::SharedKeyRing* grant_keys;  // null without --grant-key-file
+    m0::server::Server* server;
+};
+
+void on_sighup(evutil_socket_t, short, void* arg) {
+    auto& r = *static_cast<Reload*>(arg);
+    std::string err;
+    if (r.grant_keys) {
+        if (auto ring = m0::grant::KeyRing::load_file(r.o->grant_key_file, err)) {
+            size_t n = ring->size();
+            r.grant_keys->set(std::move(*ring));
+            M0_LOG(info, "SIGHUP: --grant-key-file read again: ", std::to_string(n), " keys");
+        } else {
+            M0_LOG(error, "SIGHUP: --grant-key-file: ", err, "; the keys in use are kept");
+        }
+    }
+    if (!r.o->admin_key_file.empty()) {
+        if (auto k = read_admin_key(r.o->admin_key_file, err)) {
+            r.server->set_admin_key(std::move(*k));
+            M0_LOG(info, "SIGHUP: --admin-key-file read again");
+        } else {
+            M0_LOG(error, "SIGHUP: --admin-key-file: ", err, "; the key in use is kept");
+        }
+    }
+}
+
 std::string kib(size_t bytes) { return std::to_string(bytes / 1024) + " KiB"; }
 
 std::string secs(double s) {
@@ -420,13 +465,21 @@ int main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
     size_connections(o, raise_fd_limit());
     // Key files are read before --chdir: relative paths mean the caller's directory.
-    std::optional<m0::grant::KeyRing> grant_keys;
+    std::optional<m0::grant::SharedKeyRing> grant_keys;
     if (!o.grant_key_file.empty()) {
         std::string err;
-        grant_keys = m0::grant::KeyRing::load_file(o.grant_key_file, err);
-        if (!grant_keys) die("--grant-key-file: " + err);
+        auto ring = m0::grant::KeyRing::load_file(o.grant_key_file, err);
+        if (!ring) die("--grant-key-file: " + err);
+        grant_keys.emplace(std::move(*ring));
     }
-    if (!o.admin_key_file.empty()) o.server.admin_key = read_key_file(o.admin_key_file);
+    o.grant_key_file = absolute(o.grant_key_file);
+    o.admin_key_file = absolute(o.admin_key_file);
+    if (!o.admin_key_file.empty()) {
+        std::string err;
+        auto k = read_admin_key(o.admin_key_file, err);
+        if (!k) die("--admin-key-file: " + err);
+        o.server.admin_key = *k;
+    }
 
     if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0)
         die("--chdir " + o.chdir + ": " + std::strerror(errno));
@@ -517,6 +570,9 @@ int main(int argc, char** argv) {
             std::_Exit(0);
         }
 
+        Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &server};
+        event* sighup = evsignal_new(loop.base(), SIGHUP, on_sighup, &reload);
+        event_add(sighup, nullptr);
         event* sigterm = evsignal_new(loop.base(), SIGTERM, on_signal, &server);
         event* sigint = evsignal_new(loop.base(), SIGINT, on_signal, &server);
         event_add(sigterm, nullptr);
@@ -532,6 +588,7 @@ int main(int argc, char** argv) {
                                                 : m0::monotonic_seconds();
         event_free(sigterm);
         event_free(sigint);
+        event_free(sighup);
     }
 
     // The loop is done; what still runs on a pool thread may finish within

@@ -55,6 +55,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -145,6 +147,28 @@ std::string sign(const Key& key, const std::vector<std::string>& channels, int64
 // malformed, unknown_key, bad_signature, expired. Throws only when memory
 // runs out (std::bad_alloc, or std::runtime_error from hmac_sha256).
 Verdict verify(const KeyRing& keys, std::string_view token, int64_t now, Grant* out);
+
+// The key ring in use, replaced whole when the key file is read again
+// (SIGHUP): a verifier takes the ring current at that moment and keeps it for
+// the one grant. Any thread.
+class SharedKeyRing {
+  public:
+    explicit SharedKeyRing(KeyRing keys)
+        : ring_(std::make_shared<const KeyRing>(std::move(keys))) {}
+    std::shared_ptr<const KeyRing> get() const {
+        std::lock_guard<std::mutex> lock(mu_);
+        return ring_;
+    }
+    void set(KeyRing keys) {
+        auto next = std::make_shared<const KeyRing>(std::move(keys));
+        std::lock_guard<std::mutex> lock(mu_);
+        ring_.swap(next);  // the old ring is freed outside the lock, by its last reader
+    }
+
+  private:
+    mutable std::mutex mu_;
+    std::shared_ptr<const KeyRing> ring_;  // guarded by mu_
+};
 
 namespace detail {
 

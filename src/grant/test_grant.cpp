@@ -544,3 +544,24 @@ TEST_CASE("grant: payloads decode only when canonical", "[grant]") {
         CHECK_FALSE(detail::decode_payload(bad).has_value());
     }
 }
+
+TEST_CASE("grant: a shared key ring replaced whole (SIGHUP) verifies with the new keys, while a "
+          "verifier holding the old ring keeps it intact",
+          "[grant]") {
+    std::string err;
+    auto old_ring = KeyRing::from_text("old " + std::string(64, 'b') + "\n", err);
+    auto new_ring = KeyRing::from_text(
+        "new " + std::string(64, 'a') + "\nold " + std::string(64, 'b') + "\n", err);
+    REQUIRE(old_ring);
+    REQUIRE(new_ring);
+    const int64_t now = 1700000000;
+    std::string new_token = sign(*new_ring->find("new"), {"a"}, now + 60);
+    SharedKeyRing shared(*old_ring);
+    auto held = shared.get();  // a verifier in the middle of a grant
+    CHECK(verify(*shared.get(), new_token, now, nullptr) == Verdict::unknown_key);
+    shared.set(*new_ring);
+    CHECK(verify(*shared.get(), new_token, now, nullptr) == Verdict::ok);
+    CHECK(shared.get()->size() == 2);
+    CHECK(held->size() == 1);  // still the ring it took
+    CHECK(verify(*held, new_token, now, nullptr) == Verdict::unknown_key);
+}

@@ -23,13 +23,15 @@
 
 namespace m0::grant {
 class KeyRing;
-}
+class SharedKeyRing;
+}  // namespace m0::grant
 
 namespace m0::mojo {
 
 // What a mount may use from the server; fixed after start-up.
 struct MojoEnv {
-    const grant::KeyRing* grant_keys = nullptr;  // --grant-key-file, or null
+    // --grant-key-file, or null; SIGHUP replaces the ring inside it.
+    const grant::SharedKeyRing* grant_keys = nullptr;
 };
 
 template <class M>

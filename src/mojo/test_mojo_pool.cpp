@@ -245,7 +245,8 @@ TEST_CASE(
     auto keys = grant::KeyRing::from_text(
         "new " + std::string(64, 'a') + "\nold " + std::string(64, 'b') + "\n", err);
     REQUIRE(keys);
-    mojo::MojoEnv env{&*keys};
+    grant::SharedKeyRing shared(*keys);
+    mojo::MojoEnv env{&shared};
     CompletionRing ring;
     bus::BusChannel bus;
     hold::Handoff h;

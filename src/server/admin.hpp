@@ -26,6 +26,8 @@ class AdminApi {
     // `bus` is null without --realtime (publish and close answer 503).
     AdminApi(std::string key, Metrics& metrics, bus::Bus* bus, CloseChannel close);
     void add_pool(const Pool* pool) { pools_.push_back(pool); }
+    // The key read again (SIGHUP); later requests are checked against it.
+    void set_key(std::string key) { key_ = std::move(key); }
     // The answer to one admin request; never throws.
     http::Response handle(const http::Request& req);
 

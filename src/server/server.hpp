@@ -92,6 +92,8 @@ class Server final : private HoldSink {
     // PREFIX "/" (or "") mounts everything; "/native" serves /native and /native/...
     void add_mount(std::string prefix, SubmitFn submit);
     void add_pool(const Pool* pool) { admin_.add_pool(pool); }
+    // Loop thread: the admin key read again (SIGHUP).
+    void set_admin_key(std::string key) { admin_.set_key(std::move(key)); }
 
     // Binds a listener; false with `err` set (e.g. the port is in use).
     bool listen(const std::string& host, uint16_t port, bool admin, std::string& err);
