@@ -111,23 +111,34 @@ for name, data in REQUESTS.items():
 for name, data in ADMIN.items():
     write("request", name, bytes([1 | (len(name) % 8) << 1]) + data)
 
-# ---- fuzz_json -----------------------------------------------------------------
+# ---- fuzz_json: first byte 0 publish, 1 close, 2 Pushpin items; then the body --
 JSON = {
-    "publish": b'{"channel":"news","data":"hello","event":"update"}',
-    "spaces": b' \t\r\n{ "channel" : "a" , "data" : "" } \n',
-    "empty": b"{}",
-    "null": b'{"channel":"a","event":null}',
-    "escapes": b'{"a":"q\\"b\\\\s\\/n\\nr\\rt\\tb\\bf\\f"}',
-    "unicode-escapes": b'{"a":"\\u0041\\u00e9\\u20AC\\ud83d\\ude00\\u0000"}',
-    "raw-utf8": '{"caf\u00e9":"\u20ac \U0001f600"}'.encode(),
-    "nested": b'{"a":{"b":"c"}}',
-    "number": b'{"a":1}',
-    "lone-surrogate": b'{"a":"\\ud83d"}',
-    "trailing": b'{"a":"b"}x',
-    # fuzz_json found it: raw bytes that are not UTF-8 were accepted
+    "publish": b'\x00{"channel":"news","data":"hello","event":"update"}',
+    "spaces": b'\x00 \t\r\n{ "channel" : "a" , "data" : "" } \n',
+    "empty": b"\x00{}",
+    "null": b'\x00{"channel":"a","event":null}',
+    "escapes": b'\x00{"channel":"q\\"b\\\\s\\/n\\nr\\rt\\tb\\bf\\f"}',
+    "unicode-escapes": b'\x00{"channel":"\\u0041\\u00e9\\u20AC\\ud83d\\ude00\\u0000"}',
+    "raw-utf8": b"\x00" + '{"channel":"caf\u00e9","data":"\u20ac \U0001f600"}'.encode(),
+    "nested": b'\x00{"channel":{"b":"c"}}',
+    "number": b'\x00{"channel":1}',
+    "lone-surrogate": b'\x00{"channel":"\\ud83d"}',
+    "trailing": b'\x00{"channel":"b"}x',
+    "close": b'\x01{"channel":"news"}',
+    # nlohmann reads a NUL as the end of input: what follows must still count.
+    "nul-then-more": b'\x01{"channel":"news"}\x00{',
+    "pushpin": b'\x02{"items":[{"channel":"a","id":"2","prev-id":"1","formats":'
+               b'{"http-stream":{"content":"event: m\\ndata: 1\\n\\n"},'
+               b'"http-response":{"body":"1"},"ws-message":{"content":"1"}}}]}',
+    "pushpin-bin": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"content-bin":"AAEC/w=="}}}]}',
+    "pushpin-close": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"action":"close"}}}]}',
+    "pushpin-skipped": b'\x02{"items":[{"channel":"a","formats":{"ws-message":{"content":"x"}}},'
+                       b'{"channel":"b","formats":{"http-stream":{"content":"y"}}}]}',
+    "pushpin-hint": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"action":"hint"}}}]}',
+    # The hand-written parser nlohmann replaced took bytes that were not UTF-8
     # (src/http/test_json.cpp, "json: raw bytes in a string must be UTF-8").
-    "regress-invalid-utf8-key": b'{"\xff":""}',
-    "regress-overlong": b'{"a":"\xc0\x80"}',
+    "regress-invalid-utf8-key": b'\x00{"\xff":""}',
+    "regress-overlong": b'\x00{"channel":"\xc0\x80"}',
 }
 for name, data in JSON.items():
     write("json", name, data)

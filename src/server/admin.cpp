@@ -2,8 +2,6 @@
 
 #include <openssl/crypto.h>
 
-#include <map>
-
 #include "bus/names.hpp"
 #include "http/json.hpp"
 #include "server/metrics_text.hpp"
@@ -27,44 +25,6 @@ bool bearer_matches(std::string_view auth, std::string_view key) {
     auth.remove_prefix(kScheme.size());
     while (!auth.empty() && auth.front() == ' ') auth.remove_prefix(1);
     return auth.size() == key.size() && CRYPTO_memcmp(auth.data(), key.data(), key.size()) == 0;
-}
-
-// RFC 8259 §8.1: "JSON text exchanged between systems that are not part of a
-// closed ecosystem MUST be encoded using UTF-8"; a channel name or event that
-// is not would reach every subscriber's event stream as it is.
-bool valid_utf8(std::string_view s) {
-    for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80) {
-            ++i;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1;
-            cp = c & 0x1Fu;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2;
-            cp = c & 0x0Fu;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3;
-            cp = c & 0x07u;
-        } else {
-            return false;
-        }
-        if (s.size() - i <= n) return false;
-        for (size_t k = 1; k <= n; ++k) {
-            const auto d = static_cast<unsigned char>(s[i + k]);
-            if ((d & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (d & 0x3Fu);
-        }
-        // RFC 3629 §3: no overlong forms, no surrogates, nothing past U+10FFFF.
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-            return false;
-        i += n + 1;
-    }
-    return true;
 }
 
 }  // namespace
@@ -100,20 +60,20 @@ Response AdminApi::handle(const Request& req) {
             return r;
         }
         if (!bus_) return error_response(503, "the admin API needs --realtime");
-        std::map<std::string, std::string> fields;
         std::string err;
-        if (!valid_utf8(req.body)) return error_response(400, "body is not UTF-8");
-        if (!http::parse_flat_json(req.body, fields, err)) return error_response(400, err);
-        if (!fields.count("channel")) return error_response(400, "missing channel");
         Response r;
         r.headers.add("Content-Type", "application/json");
         if (req.path == "/close") {
-            auto e = bus::check_channel(fields["channel"]);
+            std::string channel;
+            if (!http::decode_close(req.body, channel, err)) return error_response(400, err);
+            auto e = bus::check_channel(channel);
             if (e != bus::NameError::ok) return error_response(400, bus::reason(e));
-            r.body = "{\"closed\": " + std::to_string(close_(fields["channel"])) + "}\n";
+            r.body = "{\"closed\": " + std::to_string(close_(channel)) + "}\n";
             return r;
         }
-        auto res = bus_->publish(fields["channel"], fields["data"], fields["event"]);
+        http::AdminEvent ev;
+        if (!http::decode_publish(req.body, ev, err)) return error_response(400, err);
+        auto res = bus_->publish(std::move(ev.channel), std::move(ev.data), std::move(ev.event));
         switch (res.error) {
             case bus::PublishError::ok:
                 break;
