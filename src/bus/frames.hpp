@@ -28,6 +28,11 @@ struct PublishFrame {
     std::string channel;
     std::string event;  // empty: no `event:` line
     std::string data;
+    // Pushpin's http-stream content (the admin API's POST /publish/): `data` is
+    // written to holds as it is, live and in replay, with no id:/event:/data:
+    // lines around it (the publisher formats its own stream). Still numbered
+    // and kept in history like any event; `event` is empty.
+    bool raw = false;
 };
 
 using Frame = std::variant<HoldFrame, PublishFrame>;

@@ -46,7 +46,7 @@ Response AdminApi::handle(const Request& req) {
         r.body = render_metrics(metrics_, pools_, bus_);
         return r;
     }
-    if (req.path == "/publish" || req.path == "/close") {
+    if (req.path == "/publish" || req.path == "/publish/" || req.path == "/close") {
         if (req.method != "POST") {
             auto r = error_response(405, "use POST");
             r.headers.add("Allow", "POST");
@@ -60,6 +60,7 @@ Response AdminApi::handle(const Request& req) {
             return r;
         }
         if (!bus_) return error_response(503, "the admin API needs --realtime");
+        if (req.path == "/publish/") return publish_items(req);
         std::string err;
         Response r;
         r.headers.add("Content-Type", "application/json");
@@ -87,7 +88,48 @@ Response AdminApi::handle(const Request& req) {
         r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
         return r;
     }
-    return error_response(404, "admin serves /metrics, /publish and /close");
+    return error_response(404, "admin serves /metrics, /publish, /publish/ and /close");
+}
+
+Response AdminApi::publish_items(const Request& req) {
+    std::vector<http::PushpinItem> items;
+    size_t skipped = 0;
+    std::string err;
+    if (!http::decode_pushpin(req.body, items, skipped, err)) return error_response(400, err);
+    // Every item is checked before any is published: a request is taken or
+    // refused whole (but for a bus channel that fills up on the way: 503).
+    for (size_t i = 0; i < items.size(); ++i) {
+        auto e = bus::check_channel(items[i].channel);
+        if (e != bus::NameError::ok)
+            return error_response(400, "item " + std::to_string(i) + ": " + bus::reason(e));
+        if (items[i].content.size() > bus_->max_event_size())
+            return error_response(413, "item " + std::to_string(i) + ": content is " +
+                                           std::to_string(items[i].content.size()) +
+                                           " bytes, over --max-event-size " +
+                                           std::to_string(bus_->max_event_size()));
+    }
+    std::string ids;
+    size_t closed = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+        auto& it = items[i];
+        if (it.action == http::PushpinItem::Action::close) {
+            closed += close_(it.channel);
+            continue;
+        }
+        // Pushpin's http-stream content goes out as it is: the publisher
+        // formats its own SSE. m0serve still numbers it and keeps it in history.
+        auto res = bus_->publish(std::move(it.channel), std::move(it.content), {}, true);
+        if (!res.ok())
+            return error_response(res.error == bus::PublishError::refused ? 503 : 400,
+                                  "item " + std::to_string(i) + ": " + bus::reason(res) + " (" +
+                                      "the items before it were taken)");
+        ids += (ids.empty() ? "" : ", ") + std::to_string(res.id);
+    }
+    Response r;
+    r.headers.add("Content-Type", "application/json");
+    r.body = "{\"ids\": [" + ids + "], \"closed\": " + std::to_string(closed) +
+             ", \"skipped\": " + std::to_string(skipped) + "}\n";
+    return r;
 }
 
 }  // namespace m0::server

@@ -3,6 +3,9 @@
 //   GET  /metrics   the counters (Prometheus text)
 //   POST /publish   {"channel": C, "data": D, "event": E}: an event on the bus
 //   POST /close     {"channel": C}: every hold on C gets a retry hint and ends
+//   POST /publish/  Pushpin's {"items": [...]} (http/json.hpp): each item's
+//                   http-stream content is published raw (written verbatim),
+//                   its "close" action closes the channel's holds
 //
 // POST needs `Authorization: Bearer KEY` (--admin-key-file), compared in
 // constant time; without a key configured the API refuses every POST.
@@ -30,6 +33,9 @@ class AdminApi {
     http::Response handle(const http::Request& req);
 
   private:
+    // POST /publish/: Pushpin's items.
+    http::Response publish_items(const http::Request& req);
+
     std::string key_;
     Metrics& metrics_;
     bus::Bus* bus_;

@@ -9,6 +9,11 @@ namespace m0::server {
 
 namespace {
 constexpr uint64_t kSlowReaderRetryMs = 1000;  // the retry hint a slow reader is sent
+
+// The bytes a hold is written for `f`: its SSE event, or a raw event's data as it is.
+std::string encode(const bus::PublishFrame& f) {
+    return f.raw ? f.data : sse::encode_event(f.id, f.event, f.data);
+}
 }  // namespace
 
 HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)
@@ -38,7 +43,7 @@ void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> cha
         metrics_.resets_sent.fetch_add(1);
     }
     for (const auto& f : replay.events) {
-        h.pending.push_back(sse::encode_event(f.id, f.event, f.data));
+        h.pending.push_back(encode(f));
         metrics_.events_replayed.fetch_add(1);
     }
 }
@@ -68,7 +73,7 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
     const auto& subscribers = subs_.subscribers(f.channel);
     if (subscribers.empty()) return;
     // Encoded once for every subscriber.
-    const std::string bytes = sse::encode_event(f.id, f.event, f.data);
+    const std::string bytes = encode(f);
     // A write may close a slow reader (and edit the list): iterate a copy.
     std::vector<SlotRef> targets = subscribers;
     for (SlotRef s : targets) {

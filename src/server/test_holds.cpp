@@ -218,3 +218,21 @@ TEST_CASE("holds: a replay larger than the limit is paced to the reader, not tak
         CHECK(t.metrics.slow_readers_closed.load() == 1);
     }
 }
+
+TEST_CASE("holds: a raw event (Pushpin content) is written as it is, live and in replay",
+          "[holds][grip]") {
+    Table t;
+    auto raw = t.event(5, "x", "event: m\ndata: 1\n\n");
+    raw.raw = true;
+    t.hold(kA, {"x"});
+    t.table.publish(raw, 0);
+    CHECK(t.sink.sent[key(kA)] == "event: m\ndata: 1\n\n");
+    SECTION("a replay sends the raw content again, in id order with the others") {
+        bus::Replay replay;
+        replay.events = {t.event(4, "x", "four"), raw};
+        t.metrics.holds_open.fetch_add(1);
+        t.table.open(kB, 3, {"x"}, replay);
+        REQUIRE(t.table.start(kB, 0));
+        CHECK(t.sink.sent[key(kB)] == "id: 4\ndata: four\n\nevent: m\ndata: 1\n\n");
+    }
+}
