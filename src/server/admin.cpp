@@ -2,7 +2,10 @@
 
 #include <openssl/crypto.h>
 
+#include <ctime>
+
 #include "bus/names.hpp"
+#include "grant/jwt.hpp"
 #include "http/json.hpp"
 #include "server/metrics_text.hpp"
 
@@ -17,20 +20,44 @@ namespace {
 // RFC 9110 §11.4: credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ],
 // and §11.1: the auth-scheme is "a case-insensitive token". The key is compared
 // in constant time; its length is not secret.
-bool bearer_matches(std::string_view auth, std::string_view key) {
+// The credentials of a Bearer `auth`; empty for any other scheme.
+std::string_view bearer_token(std::string_view auth) {
     constexpr std::string_view kScheme = "Bearer";
     if (auth.size() <= kScheme.size() || !http::iequals(auth.substr(0, kScheme.size()), kScheme) ||
         auth[kScheme.size()] != ' ')
-        return false;
+        return {};
     auth.remove_prefix(kScheme.size());
     while (!auth.empty() && auth.front() == ' ') auth.remove_prefix(1);
-    return auth.size() == key.size() && CRYPTO_memcmp(auth.data(), key.data(), key.size()) == 0;
+    return auth;
+}
+
+bool bearer_matches(std::string_view auth, std::string_view key) {
+    auth = bearer_token(auth);
+    return !auth.empty() && auth.size() == key.size() &&
+           CRYPTO_memcmp(auth.data(), key.data(), key.size()) == 0;
 }
 
 }  // namespace
 
-AdminApi::AdminApi(std::string key, Metrics& metrics, bus::Bus* bus, CloseChannel close)
-    : key_(std::move(key)), metrics_(metrics), bus_(bus), close_(std::move(close)) {}
+AdminApi::AdminApi(std::string key, bool open, Metrics& metrics, bus::Bus* bus, CloseChannel close)
+    : key_(std::move(key)), open_(open), metrics_(metrics), bus_(bus), close_(std::move(close)) {}
+
+std::optional<Response> AdminApi::refuse(const Request& req) const {
+    if (open_) return std::nullopt;
+    if (key_.empty()) return error_response(403, "the admin API needs --admin-key-file");
+    auto auth = req.headers.get("Authorization");
+    if (auth && bearer_matches(*auth, key_)) return std::nullopt;
+    // Not the key itself: a GRIP publisher's JWT signed with it?
+    std::string_view why = "bad or missing bearer key";
+    if (auto token = bearer_token(auth.value_or("")); token.find('.') != std::string_view::npos) {
+        auto v = grant::verify_jwt(token, key_, static_cast<int64_t>(std::time(nullptr)));
+        if (v == grant::JwtVerdict::ok) return std::nullopt;
+        why = grant::reason(v);
+    }
+    auto r = error_response(401, why);
+    r.headers.add("WWW-Authenticate", "Bearer");
+    return r;
+}
 
 Response AdminApi::handle(const Request& req) {
     if (req.path == "/metrics") {
@@ -52,13 +79,7 @@ Response AdminApi::handle(const Request& req) {
             r.headers.add("Allow", "POST");
             return r;
         }
-        if (key_.empty()) return error_response(403, "the admin API needs --admin-key-file");
-        auto auth = req.headers.get("Authorization");
-        if (!auth || !bearer_matches(*auth, key_)) {
-            auto r = error_response(401, "bad or missing bearer key");
-            r.headers.add("WWW-Authenticate", "Bearer");
-            return r;
-        }
+        if (auto no = refuse(req)) return std::move(*no);
         if (!bus_) return error_response(503, "the admin API needs --realtime");
         if (req.path == "/publish/") return publish_items(req);
         std::string err;

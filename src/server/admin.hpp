@@ -8,9 +8,13 @@
 //                   its "close" action closes the channel's holds
 //
 // POST needs `Authorization: Bearer KEY` (--admin-key-file), compared in
-// constant time; without a key configured the API refuses every POST.
+// constant time, or `Authorization: Bearer JWT`, a GRIP publisher's token
+// signed HS256 with that key (grant/jwt.hpp). Without a key configured the
+// API refuses every POST, unless it is open (--admin-open, which main allows
+// only on a loopback listener): then no key is asked for.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +31,8 @@ class AdminApi {
     using CloseChannel = std::function<size_t(const std::string& channel)>;
 
     // `bus` is null without --realtime (publish and close answer 503).
-    AdminApi(std::string key, Metrics& metrics, bus::Bus* bus, CloseChannel close);
+    // `open`: POSTs need no key (--admin-open).
+    AdminApi(std::string key, bool open, Metrics& metrics, bus::Bus* bus, CloseChannel close);
     void add_pool(const Pool* pool) { pools_.push_back(pool); }
     // The answer to one admin request; never throws.
     http::Response handle(const http::Request& req);
@@ -36,7 +41,11 @@ class AdminApi {
     // POST /publish/: Pushpin's items.
     http::Response publish_items(const http::Request& req);
 
+    // Why a POST is not authorized (the 401 or 403 to answer), or nullopt.
+    std::optional<http::Response> refuse(const http::Request& req) const;
+
     std::string key_;
+    bool open_;
     Metrics& metrics_;
     bus::Bus* bus_;
     CloseChannel close_;

@@ -27,7 +27,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
       bus_(bus),
       metrics_(metrics),
       holds_(*this, HoldConfig{cfg_.hold_buffer_limit, cfg_.hold_drain_timeout}, metrics),
-      admin_(cfg_.admin_key, metrics, bus,
+      admin_(cfg_.admin_key, cfg_.admin_open, metrics, bus,
              [this](const std::string& channel) { return close_channel(channel); }) {
     // A peer that left makes writes fail with EPIPE, handled as an error on
     // that connection; the signal would end the whole process.

@@ -1,10 +1,12 @@
 // The admin API without sockets: AdminApi::handle on requests built here,
 // over a real in-process bus whose queued frames the test reads back.
 #include <catch2/catch.hpp>
+#include <ctime>
 #include <string>
 #include <variant>
 
 #include "bus/channel.hpp"
+#include "grant/grant.hpp"
 #include "server/admin.hpp"
 
 using namespace m0;
@@ -21,8 +23,8 @@ struct Admin {
     std::vector<std::string> closed;  // channels POST /close or a close item named
     server::AdminApi api;
 
-    explicit Admin(bus::BusOptions o = {})
-        : bus(o), api(kKey, metrics, &bus, [this](const std::string& c) {
+    explicit Admin(bus::BusOptions o = {}, bool open = false, std::string key = kKey)
+        : bus(o), api(std::move(key), open, metrics, &bus, [this](const std::string& c) {
               closed.push_back(c);
               return size_t(1);
           }) {}
@@ -106,4 +108,59 @@ TEST_CASE("admin: POST /publish/ takes Pushpin's items: http-stream content publ
     SECTION("the bearer key is needed as for /publish") {
         CHECK(a.post("/publish/", R"({"items":[]})", "").status == 401);
     }
+}
+
+namespace {
+
+// An HS256 JWT as gripcontrol makes one: {"iss": ..., "exp": ...} signed with `key`.
+std::string grip_jwt(std::string_view claims, std::string_view key = kKey) {
+    using grant::detail::base64url_encode;
+    std::string input =
+        base64url_encode(R"({"typ":"JWT","alg":"HS256"})") + "." + base64url_encode(claims);
+    auto mac = grant::hmac_sha256(key, input);
+    return input + "." +
+           base64url_encode(
+               std::string_view(reinterpret_cast<const char*>(mac.data()), mac.size()));
+}
+
+std::string exp_in(int64_t seconds) {
+    return R"({"iss":"publisher","exp":)" + std::to_string(std::time(nullptr) + seconds) + "}";
+}
+
+}  // namespace
+
+TEST_CASE("admin: a GRIP publisher's JWT signed with the admin key is taken in place of the key",
+          "[admin][grip]") {
+    Admin a;
+    const std::string body = R"({"channel":"news","data":"x"})";
+    CHECK(a.post("/publish", body, "Bearer " + grip_jwt(exp_in(60))).status == 200);
+    CHECK(a.post("/publish/", R"({"items":[]})", "Bearer " + grip_jwt(R"({"iss":"a"})")).status ==
+          200);
+    struct {
+        const char* what;
+        std::string token, reason;
+    } refused[] = {
+        {"expired", grip_jwt(exp_in(-1)), "JWT expired"},
+        {"another key", grip_jwt(exp_in(60), "not-the-admin-key"), "bad JWT signature"},
+        {"alg none", "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJpc3MiOiJ4In0.",
+         "JWT alg must be HS256"},
+        {"garbage", "a.b.c", "malformed JWT"},
+        {"no key at all", "", "bad or missing bearer key"},
+        {"a wrong key", "not-the-admin-key-either", "bad or missing bearer key"},
+    };
+    for (auto& r : refused) {
+        INFO(r.what);
+        auto resp = a.post("/publish", body, "Bearer " + r.token);
+        CHECK(resp.status == 401);
+        CHECK(resp.body.find(r.reason) != std::string::npos);
+        CHECK(resp.headers.get("WWW-Authenticate") == "Bearer");
+    }
+    CHECK(a.published().size() == 1);
+}
+
+TEST_CASE("admin: --admin-open takes POSTs with no key", "[admin][grip]") {
+    Admin open({}, true, "");
+    CHECK(open.post("/publish", R"({"channel":"a"})", "").status == 200);
+    Admin closed({}, false, "");
+    CHECK(closed.post("/publish", R"({"channel":"a"})", "").status == 403);
 }
