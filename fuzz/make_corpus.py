@@ -219,9 +219,13 @@ for name, data in GRANT.items():
 # ---- fuzz_hold: response headers ----------------------------------------------
 NAMES = ["M0-Hold", "m0-hold", "M0-Channel", "m0-channel", "M0-CHANNEL", "Content-Length",
          "Transfer-Encoding", "Connection", "Content-Type", "Cache-Control", "x-worker",
-         "Set-Cookie", "X-Other", "M0-Hold-Extra", "M0-Channels"]
+         "Set-Cookie", "X-Other", "M0-Hold-Extra", "M0-Channels",
+         # GRIP (appended: the indexes above stay what the older seeds say)
+         "Grip-Hold", "grip-hold", "Grip-Channel", "GRIP-CHANNEL", "Grip-Keep-Alive", "Grip-Status"]
 VALUES = ["stream", "STREAM", "websocket", "Stream ", "a", "a,b", " a , b ", "a,,b",
-          "m0.slot.1.1", "chunked", "0", "close", "text/html", "a,a", "\t", ""]
+          "m0.slot.1.1", "chunked", "0", "close", "text/html", "a,a", "\t", "",
+          "response", "a; prev-id=1, b", "ka\\n; format=cstring; timeout=5", "OiBrYQoK; format=base64",
+          "x; timeout=0"]
 
 
 def hold_seed(realtime, headers, body=b"first", status=200):
@@ -263,6 +267,19 @@ HOLD = {
     "reserved": hold_seed(True, [("M0-Hold", "stream"), ("M0-Channel", "m0.slot.1.1")]),
     "no-hold": hold_seed(True, [("M0-Channel", "a"), ("Content-Length", "5")]),
     "crlf-value": hold_seed(True, [("M0-Hold", "stream"), ("M0-Channel", "a\r\nb")]),
+    # GRIP, as django-grip's set_hold_stream() answers
+    "grip-stream": hold_seed(True, [("Grip-Hold", "stream"), ("Grip-Channel", "a; prev-id=1, b"),
+                                    ("Grip-Keep-Alive", "ka\\n; format=cstring; timeout=5")]),
+    "grip-base64": hold_seed(True, [("grip-hold", "stream"), ("GRIP-CHANNEL", "a"),
+                                    ("Grip-Keep-Alive", "OiBrYQoK; format=base64")]),
+    "grip-repeated": hold_seed(False, [("Grip-Hold", "stream"), ("Grip-Channel", "a"),
+                                       ("Grip-Channel", "a,b"), ("Grip-Status", "0")]),
+    "grip-response": hold_seed(True, [("Grip-Hold", "response"), ("Grip-Channel", "a")]),
+    "grip-bad-timeout": hold_seed(True, [("Grip-Hold", "stream"), ("Grip-Channel", "a"),
+                                         ("Grip-Keep-Alive", "x; timeout=0")]),
+    "grip-and-m0": hold_seed(True, [("Grip-Hold", "stream"), ("M0-Hold", "stream"),
+                                    ("Grip-Channel", "a"), ("M0-Channel", "b")]),
+    "grip-no-hold": hold_seed(True, [("Grip-Channel", "a"), ("Grip-Keep-Alive", "x")]),
 }
 for name, data in HOLD.items():
     write("hold", name, data)

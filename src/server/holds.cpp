@@ -30,11 +30,14 @@ const HoldTable::Hold* HoldTable::find(SlotRef slot) const {
 }
 
 void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
-                     const bus::Replay& replay, uint64_t reset_from) {
+                     const bus::Replay& replay, uint64_t reset_from, bus::KeepAlive keepalive) {
     Hold& h = holds_[slot.index];
+    if (h.keepalive.every > 0) --own_keepalive_;
     h = Hold{};
     h.slot = slot;
     h.cursor = cursor;
+    h.keepalive = std::move(keepalive);
+    if (h.keepalive.every > 0) ++own_keepalive_;
     subs_.subscribe(slot, channels);
     // Before any live event (they queue behind these until the head is out).
     if (reset_from != 0) {
@@ -52,6 +55,7 @@ bool HoldTable::start(SlotRef slot, double now) {
     Hold* h = find(slot);
     if (!h) return false;
     h->started = true;
+    h->last_write = now;
     h->pending_live = 0;  // what waited for the head is paced like the replay
     return flush(*h, now);
 }
@@ -61,6 +65,7 @@ bool HoldTable::flush(Hold& h, double now) {
     while (!h.pending.empty() && backlog <= cfg_.buffer_limit) {
         const std::string& ev = h.pending.front();
         backlog = sink_.write(h.slot, ev);
+        h.last_write = now;
         h.pending_live -= std::min(h.pending_live, ev.size());
         metrics_.events_delivered.fetch_add(1);
         h.wrote_since_tick = true;
@@ -98,6 +103,7 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
 
 bool HoldTable::write(Hold& h, std::string_view bytes, double now) {
     size_t backlog = sink_.write(h.slot, bytes);
+    h.last_write = now;
     metrics_.events_delivered.fetch_add(1);
     h.wrote_since_tick = true;
     return check_backlog(h, backlog, now);
@@ -126,14 +132,31 @@ bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
 void HoldTable::heartbeat(double now) {
     for (SlotRef s : holding()) {
         Hold* h = find(s);
-        if (!h) continue;
+        if (!h || h->keepalive.every > 0) continue;
         if (h->wrote_since_tick || !h->pending.empty()) {
             h->wrote_since_tick = false;
             check_backlog(*h, sink_.backlog(s), now);
             continue;
         }
-        size_t backlog = sink_.write(s, sse::kHeartbeat);
+        size_t backlog = sink_.write(
+            s, h->keepalive.bytes.empty() ? sse::kHeartbeat : std::string_view(h->keepalive.bytes));
         check_backlog(*h, backlog, now);
+    }
+}
+
+void HoldTable::keepalive(double now) {
+    if (own_keepalive_ == 0) return;
+    for (SlotRef s : holding()) {
+        Hold* h = find(s);
+        if (!h || h->keepalive.every <= 0 || !h->pending.empty() ||
+            now - h->last_write < h->keepalive.every)
+            continue;
+        h->last_write = now;
+        check_backlog(
+            *h,
+            sink_.write(s, h->keepalive.bytes.empty() ? sse::kHeartbeat
+                                                      : std::string_view(h->keepalive.bytes)),
+            now);
     }
 }
 
@@ -178,6 +201,7 @@ std::vector<SlotRef> HoldTable::holding() const {
 void HoldTable::release(SlotRef slot) {
     if (!find(slot)) return;
     subs_.unsubscribe_all(slot);
+    if (find(slot)->keepalive.every > 0) --own_keepalive_;
     holds_.erase(slot.index);
     metrics_.holds_open.fetch_sub(1);
 }

@@ -205,6 +205,7 @@ class Server final : private HoldSink {
     bool accept_episode_ = false;          // loop thread: accept() failing, not yet resumed
     std::unique_ptr<FdWatcher> ring_watch_, bus_watch_;
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
+    std::unique_ptr<Timer> keepalive_timer_;  // loop thread: HoldTable::keepalive each second
     bool shutting_down_ = false;
     bool exited_ = false;  // check_drained() ended the loop
     bool grace_expired_ = false;

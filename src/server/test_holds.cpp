@@ -236,3 +236,28 @@ TEST_CASE("holds: a raw event (Pushpin content) is written as it is, live and in
         CHECK(t.sink.sent[key(kB)] == "id: 4\ndata: four\n\nevent: m\ndata: 1\n\n");
     }
 }
+
+TEST_CASE("holds: a hold's own keep-alive (Grip-Keep-Alive) is written after its idle interval",
+          "[holds][grip]") {
+    Table t;
+    t.metrics.holds_open.fetch_add(2);
+    t.table.open(kA, 0, {"x"}, {}, 0, bus::KeepAlive{"ka\n", 5});
+    REQUIRE(t.table.start(kA, 100));
+    t.table.open(kB, 0, {"x"}, {}, 0, bus::KeepAlive{": custom\n\n", 0});
+    REQUIRE(t.table.start(kB, 100));
+    t.table.keepalive(104);
+    CHECK(t.sink.sent[key(kA)].empty());
+    t.table.heartbeat(104);  // the --heartbeat tick leaves A to its own interval
+    CHECK(t.sink.sent[key(kA)].empty());
+    CHECK(t.sink.sent[key(kB)] == ": custom\n\n");  // B: its bytes, on the usual tick
+    t.table.keepalive(105);
+    CHECK(t.sink.sent[key(kA)] == "ka\n");
+    t.table.publish(t.event(1, "x", "e"), 108);  // an event counts as activity
+    t.table.keepalive(112);
+    CHECK(t.sink.sent[key(kA)] == "ka\nid: 1\ndata: e\n\n");
+    t.table.keepalive(113);
+    CHECK(t.sink.sent[key(kA)] == "ka\nid: 1\ndata: e\n\nka\n");
+    t.table.release(kA);
+    t.table.keepalive(200);  // released: nothing more, nothing touched
+    CHECK(t.sink.sent[key(kA)] == "ka\nid: 1\ndata: e\n\nka\n");
+}
