@@ -68,6 +68,10 @@ static bool read_grip_hold(const std::string& mode, const std::optional<std::str
     return true;
 }
 
+bool asks_hold(const http::Headers& headers) {
+    return headers.has("M0-Hold") || headers.has("Grip-Hold");
+}
+
 HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, bool realtime) {
     HoldDecision d;
     auto m0_mode = resp.headers.get("M0-Hold");

@@ -74,6 +74,9 @@ struct Start {
 };
 Start read_start(const Handoff& h, const http::Request& req);
 
+// True when `headers` ask for a hold: M0-Hold or GRIP's Grip-Hold.
+bool asks_hold(const http::Headers& headers);
+
 // Consumes M0-Hold/M0-Channel, or GRIP's Grip-Hold/Grip-Channel/
 // Grip-Keep-Alive (grip.hpp; every Grip-* header then removed). HoldKind::none:
 // neither M0-Hold nor Grip-Hold, `resp` unchanged. HoldKind::bad: both, an
