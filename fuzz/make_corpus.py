@@ -139,6 +139,10 @@ JSON = {
     # (src/http/test_json.cpp, "json: raw bytes in a string must be UTF-8").
     "regress-invalid-utf8-key": b'\x00{"\xff":""}',
     "regress-overlong": b'\x00{"channel":"\xc0\x80"}',
+    # fuzz_json found it: nlohmann throws out_of_range (not parse_error) for a
+    # number past a double's range (src/http/test_json.cpp, "json: a number
+    # out of range is refused, not thrown").
+    "regress-number-overflow": b'\x00{"channel":"c","n":3e999999}',
 }
 for name, data in JSON.items():
     write("json", name, data)

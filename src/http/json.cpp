@@ -35,6 +35,14 @@ bool parse(std::string_view body, json& out, std::string& err) {
         err = std::string(not_utf8 ? "JSON strings must be UTF-8" : "bad JSON") + " (byte " +
               std::to_string(e.byte) + ")";
         return false;
+    } catch (const json::out_of_range&) {
+        // Found by fuzz_json (regress-number-overflow): a number past a
+        // double's range is out_of_range 406, not a parse_error.
+        err = "bad JSON (a number out of range)";
+        return false;
+    } catch (const json::exception&) {
+        err = "bad JSON";
+        return false;
     }
 }
 

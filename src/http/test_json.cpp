@@ -148,6 +148,18 @@ TEST_CASE("json: anything but a flat object of strings with a channel is refused
     }
 }
 
+// Found by fuzz_json (fuzz/corpus/json/regress-number-overflow): nlohmann
+// throws out_of_range, not parse_error, for a number past a double's range,
+// and the decoder let it escape (the server would have ended).
+TEST_CASE("json: a number out of range is refused, not thrown", "[http][json]") {
+    CHECK(bad(R"({"channel":"c","n":1e999})") == "bad JSON (a number out of range)");
+    CHECK(bad(R"({"channel":"c","n":-1e400})") == "bad JSON (a number out of range)");
+    std::vector<PushpinItem> items;
+    size_t skipped = 0;
+    std::string err;
+    CHECK_FALSE(decode_pushpin(R"({"items":[],"x":1e999})", items, skipped, err));
+}
+
 // RFC 8259 §8.1. The hand-written parser this replaced was found by fuzz_json
 // (fuzz/corpus/json/regress-invalid-utf8-key) taking raw bytes unchecked;
 // nlohmann's lexer checks them, and this pins that it does.
