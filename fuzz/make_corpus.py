@@ -9,6 +9,7 @@ unit test named in their comment pins the fix.
 
     /usr/bin/python3 fuzz/make_corpus.py     # rewrites every seed file
 """
+import base64
 import hashlib
 import hmac
 import os
@@ -287,3 +288,32 @@ HOLD = {
 }
 for name, data in HOLD.items():
     write("hold", name, data)
+
+# ---- fuzz_jwt: first byte the mode (0 verify, 1 sign then verify, 2 base64) ------
+JWT_KEY = b"fuzz-admin-key-0123456789"
+
+
+def b64url(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=")
+
+
+def jwt_token(claims, key=JWT_KEY, header=b'{"alg":"HS256","typ":"JWT"}'):
+    signing = b64url(header) + b"." + b64url(claims)
+    return signing + b"." + b64url(hmac.new(key, signing, hashlib.sha256).digest())
+
+
+JWT = {
+    "verify-ok": b"\x00" + jwt_token(b'{"iss":"pub","exp":4102444800}'),
+    "verify-expired": b"\x00" + jwt_token(b'{"iss":"pub","exp":1000000000}'),
+    "verify-other-key": b"\x00" + jwt_token(b'{"iss":"pub"}', key=b"another"),
+    "verify-none": b"\x00" + b64url(b'{"alg":"none"}') + b"." + b64url(b"{}") + b".",
+    "verify-garbage": b"\x00a.b.c",
+    # mode 1: the claims, then (read from the end) flip, with_exp, exp
+    "sign-claims": b"\x01" + b'{"iss":"pub"}' + bytes(17),
+    "sign-exp": b"\x01" + b'{"iss":"pub"}' + bytes(8) + b"\x01" + bytes(8),
+    "sign-not-object": b"\x01" + b"[1,2]" + bytes(17),
+    "base64": b"\x02AAEC/w==",
+    "base64url": b"\x02-_8",
+}
+for name, data in JWT.items():
+    write("jwt", name, data)
