@@ -54,4 +54,13 @@ std::optional<std::string> base64_decode(std::string_view text, Alphabet alphabe
     return out;
 }
 
+std::string base64_encode(std::string_view bytes) {
+    std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                            reinterpret_cast<const unsigned char*>(bytes.data()),
+                            static_cast<int>(bytes.size()));
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
 }  // namespace m0::grant

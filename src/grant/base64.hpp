@@ -17,4 +17,8 @@ enum class Alphabet {
 // (whitespace included), a length no encoding has, or misplaced padding.
 std::optional<std::string> base64_decode(std::string_view text, Alphabet alphabet);
 
+// RFC 4648 §4 text (standard alphabet, "=" padding) of `bytes`, through
+// OpenSSL's EVP_EncodeBlock; what the fuzzers re-encode with.
+std::string base64_encode(std::string_view bytes);
+
 }  // namespace m0::grant

@@ -26,3 +26,11 @@ TEST_CASE("base64: text outside the alphabet or of a bad length is refused", "[g
     for (const char* s : {"Zg==", "+/8", "Z", "Zm9v YmFy", "Zm9v."})
         CHECK_FALSE(base64_decode(s, Alphabet::url));
 }
+
+TEST_CASE("base64: base64_encode writes RFC 4648 §4 text that decodes back", "[grant][base64]") {
+    CHECK(m0::grant::base64_encode("") == "");
+    CHECK(m0::grant::base64_encode("f") == "Zg==");
+    CHECK(m0::grant::base64_encode("foobar") == "Zm9vYmFy");
+    const std::string bytes("\0\1\2\xff", 4);
+    CHECK(base64_decode(m0::grant::base64_encode(bytes), Alphabet::standard) == bytes);
+}

@@ -8,14 +8,13 @@
 // same (content through content-bin, so any bytes); trailing whitespace
 // changes nothing while any other trailing byte is refused. On failure: a
 // reason is given. Nothing may throw (an escaped exception aborts).
-#include <openssl/evp.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "grant/base64.hpp"
 #include "http/json.hpp"
 
 namespace {
@@ -85,15 +84,6 @@ std::string quote(std::string_view s) {
     return out + "\"";
 }
 
-std::string base64(std::string_view bytes) {
-    std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-    int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                            reinterpret_cast<const unsigned char*>(bytes.data()),
-                            static_cast<int>(bytes.size()));
-    out.resize(static_cast<size_t>(n));
-    return out;
-}
-
 using m0::http::PushpinItem;
 
 // Decodes `text` with decoder `mode`; the decoded values as one comparable
@@ -135,8 +125,9 @@ std::string encode(int mode, const std::vector<std::string>& v) {
     for (size_t i = 1; i + 2 < v.size(); i += 3) {
         if (skipped || i > 1) out += ",";
         out += "{\"channel\":" + quote(v[i]) + ",\"formats\":{\"http-stream\":";
-        out += v[i + 1] == "close" ? R"({"action":"close"})"
-                                   : "{\"content-bin\":\"" + base64(v[i + 2]) + "\"}";
+        out += v[i + 1] == "close"
+                   ? R"({"action":"close"})"
+                   : "{\"content-bin\":\"" + m0::grant::base64_encode(v[i + 2]) + "\"}";
         out += "}}";
     }
     return out + "]}";
