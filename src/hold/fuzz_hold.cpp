@@ -11,7 +11,8 @@
 //               the M0-Channel values (Grip-Channel's for a Grip hold); a
 //               Grip-Keep-Alive's data is not empty and its interval 0 or
 //               1..86400 seconds; with realtime the head is 200,
-//               text/event-stream, no-cache, x-worker, with no Content-Length,
+//               text/event-stream, no-cache, X-Accel-Buffering: no, x-worker,
+//               with no Content-Length,
 //               Transfer-Encoding or Connection, the body kept, no producer;
 //   - the rewrite brings no CR or LF into the head: a value holds one only if
 //     an input value did.
@@ -190,6 +191,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     FUZZ_CHECK(resp.headers.get("Content-Type") == "text/event-stream");
     FUZZ_CHECK(count(resp.headers, "Cache-Control") == 1);
     FUZZ_CHECK(resp.headers.get("Cache-Control") == "no-cache");
+    FUZZ_CHECK(count(resp.headers, "X-Accel-Buffering") == 1);
+    FUZZ_CHECK(resp.headers.get("X-Accel-Buffering") == "no");
     FUZZ_CHECK(count(resp.headers, "x-worker") == 1);
     FUZZ_CHECK(resp.headers.get("x-worker") == worker);
     return 0;

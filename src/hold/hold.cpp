@@ -128,6 +128,10 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
     resp.headers.remove("Connection");
     resp.headers.set("Content-Type", "text/event-stream");
     resp.headers.set("Cache-Control", "no-cache");
+    // nginx (ngx_http_proxy_module): "Buffering can also be enabled or
+    // disabled by passing 'yes' or 'no' in the X-Accel-Buffering response
+    // header field": a proxy in front passes each event on as it comes.
+    resp.headers.set("X-Accel-Buffering", "no");
     resp.headers.set("x-worker", std::string(worker));
     resp.stream = nullptr;
     return d;
