@@ -130,7 +130,8 @@ class HoldTable {
     Metrics& metrics_;
     bus::Subscriptions subs_;
     std::unordered_map<uint32_t, Hold> holds_;  // by slot index
-    size_t own_keepalive_ = 0;                  // holds with keepalive.every > 0
+    size_t own_keepalive_ =
+        0;  // loop thread: holds with keepalive.every > 0 (keepalive() skips if 0)
 };
 
 }  // namespace m0::server
