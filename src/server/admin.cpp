@@ -17,10 +17,9 @@ using http::Response;
 
 namespace {
 
-// RFC 9110 §11.4: credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ],
-// and §11.1: the auth-scheme is "a case-insensitive token". The key is compared
-// in constant time; its length is not secret.
-// The credentials of a Bearer `auth`; empty for any other scheme.
+// The credentials of a Bearer `auth`; empty for any other scheme. RFC 9110
+// §11.4: credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ], and
+// §11.1: the auth-scheme is "a case-insensitive token".
 std::string_view bearer_token(std::string_view auth) {
     constexpr std::string_view kScheme = "Bearer";
     if (auth.size() <= kScheme.size() || !http::iequals(auth.substr(0, kScheme.size()), kScheme) ||
@@ -31,6 +30,7 @@ std::string_view bearer_token(std::string_view auth) {
     return auth;
 }
 
+// The key is compared in constant time; its length is not secret.
 bool bearer_matches(std::string_view auth, std::string_view key) {
     auth = bearer_token(auth);
     return !auth.empty() && auth.size() == key.size() &&
@@ -123,11 +123,13 @@ Response AdminApi::publish_items(const Request& req) {
         auto e = bus::check_channel(items[i].channel);
         if (e != bus::NameError::ok)
             return error_response(400, "item " + std::to_string(i) + ": " + bus::reason(e));
-        if (items[i].content.size() > bus_->max_event_size())
+        if (items[i].content.size() > bus_->max_event_size()) {
+            bus_->too_large.fetch_add(1);  // m0_events_too_large_total, as publish() counts
             return error_response(413, "item " + std::to_string(i) + ": content is " +
                                            std::to_string(items[i].content.size()) +
                                            " bytes, over --max-event-size " +
                                            std::to_string(bus_->max_event_size()));
+        }
     }
     std::string ids;
     size_t closed = 0;

@@ -104,6 +104,7 @@ TEST_CASE("admin: POST /publish/ takes Pushpin's items: http-stream content publ
             R"({"items":[{"channel":"a","formats":{"http-stream":{"content":"123456789"}}}]})");
         CHECK(r.status == 413);
         CHECK(small.published().empty());
+        CHECK(small.bus.too_large.load() == 1);
     }
     SECTION("the bearer key is needed as for /publish") {
         CHECK(a.post("/publish/", R"({"items":[]})", "").status == 401);
