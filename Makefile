@@ -19,6 +19,8 @@ DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
                 chromium fonts-liberation clang-format
 # The fuzzers (make fuzz, make fuzz-brief): clang and its libFuzzer runtime.
 DEB_PACKAGES += clang libclang-rt-14-dev
+# The admin API's JSON (header-only); GRIP: pushpin-publish and PyJWT drive smoke 80.
+DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)

@@ -9,6 +9,7 @@ unit test named in their comment pins the fix.
 
     /usr/bin/python3 fuzz/make_corpus.py     # rewrites every seed file
 """
+import base64
 import hashlib
 import hmac
 import os
@@ -111,23 +112,38 @@ for name, data in REQUESTS.items():
 for name, data in ADMIN.items():
     write("request", name, bytes([1 | (len(name) % 8) << 1]) + data)
 
-# ---- fuzz_json -----------------------------------------------------------------
+# ---- fuzz_json: first byte 0 publish, 1 close, 2 Pushpin items; then the body --
 JSON = {
-    "publish": b'{"channel":"news","data":"hello","event":"update"}',
-    "spaces": b' \t\r\n{ "channel" : "a" , "data" : "" } \n',
-    "empty": b"{}",
-    "null": b'{"channel":"a","event":null}',
-    "escapes": b'{"a":"q\\"b\\\\s\\/n\\nr\\rt\\tb\\bf\\f"}',
-    "unicode-escapes": b'{"a":"\\u0041\\u00e9\\u20AC\\ud83d\\ude00\\u0000"}',
-    "raw-utf8": '{"caf\u00e9":"\u20ac \U0001f600"}'.encode(),
-    "nested": b'{"a":{"b":"c"}}',
-    "number": b'{"a":1}',
-    "lone-surrogate": b'{"a":"\\ud83d"}',
-    "trailing": b'{"a":"b"}x',
-    # fuzz_json found it: raw bytes that are not UTF-8 were accepted
+    "publish": b'\x00{"channel":"news","data":"hello","event":"update"}',
+    "spaces": b'\x00 \t\r\n{ "channel" : "a" , "data" : "" } \n',
+    "empty": b"\x00{}",
+    "null": b'\x00{"channel":"a","event":null}',
+    "escapes": b'\x00{"channel":"q\\"b\\\\s\\/n\\nr\\rt\\tb\\bf\\f"}',
+    "unicode-escapes": b'\x00{"channel":"\\u0041\\u00e9\\u20AC\\ud83d\\ude00\\u0000"}',
+    "raw-utf8": b"\x00" + '{"channel":"caf\u00e9","data":"\u20ac \U0001f600"}'.encode(),
+    "nested": b'\x00{"channel":{"b":"c"}}',
+    "number": b'\x00{"channel":1}',
+    "lone-surrogate": b'\x00{"channel":"\\ud83d"}',
+    "trailing": b'\x00{"channel":"b"}x',
+    "close": b'\x01{"channel":"news"}',
+    # nlohmann reads a NUL as the end of input: what follows must still count.
+    "nul-then-more": b'\x01{"channel":"news"}\x00{',
+    "pushpin": b'\x02{"items":[{"channel":"a","id":"2","prev-id":"1","formats":'
+               b'{"http-stream":{"content":"event: m\\ndata: 1\\n\\n"},'
+               b'"http-response":{"body":"1"},"ws-message":{"content":"1"}}}]}',
+    "pushpin-bin": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"content-bin":"AAEC/w=="}}}]}',
+    "pushpin-close": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"action":"close"}}}]}',
+    "pushpin-skipped": b'\x02{"items":[{"channel":"a","formats":{"ws-message":{"content":"x"}}},'
+                       b'{"channel":"b","formats":{"http-stream":{"content":"y"}}}]}',
+    "pushpin-hint": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"action":"hint"}}}]}',
+    # The hand-written parser nlohmann replaced took bytes that were not UTF-8
     # (src/http/test_json.cpp, "json: raw bytes in a string must be UTF-8").
-    "regress-invalid-utf8-key": b'{"\xff":""}',
-    "regress-overlong": b'{"a":"\xc0\x80"}',
+    "regress-invalid-utf8-key": b'\x00{"\xff":""}',
+    "regress-overlong": b'\x00{"channel":"\xc0\x80"}',
+    # fuzz_json found it: nlohmann throws out_of_range (not parse_error) for a
+    # number past a double's range (src/http/test_json.cpp, "json: a number
+    # out of range is refused, not thrown").
+    "regress-number-overflow": b'\x00{"channel":"c","n":3e999999}',
 }
 for name, data in JSON.items():
     write("json", name, data)
@@ -208,9 +224,13 @@ for name, data in GRANT.items():
 # ---- fuzz_hold: response headers ----------------------------------------------
 NAMES = ["M0-Hold", "m0-hold", "M0-Channel", "m0-channel", "M0-CHANNEL", "Content-Length",
          "Transfer-Encoding", "Connection", "Content-Type", "Cache-Control", "x-worker",
-         "Set-Cookie", "X-Other", "M0-Hold-Extra", "M0-Channels"]
+         "Set-Cookie", "X-Other", "M0-Hold-Extra", "M0-Channels",
+         # GRIP (appended: the indexes above stay what the older seeds say)
+         "Grip-Hold", "grip-hold", "Grip-Channel", "GRIP-CHANNEL", "Grip-Keep-Alive", "Grip-Status"]
 VALUES = ["stream", "STREAM", "websocket", "Stream ", "a", "a,b", " a , b ", "a,,b",
-          "m0.slot.1.1", "chunked", "0", "close", "text/html", "a,a", "\t", ""]
+          "m0.slot.1.1", "chunked", "0", "close", "text/html", "a,a", "\t", "",
+          "response", "a; prev-id=1, b", "ka\\n; format=cstring; timeout=5", "OiBrYQoK; format=base64",
+          "x; timeout=0"]
 
 
 def hold_seed(realtime, headers, body=b"first", status=200):
@@ -252,6 +272,48 @@ HOLD = {
     "reserved": hold_seed(True, [("M0-Hold", "stream"), ("M0-Channel", "m0.slot.1.1")]),
     "no-hold": hold_seed(True, [("M0-Channel", "a"), ("Content-Length", "5")]),
     "crlf-value": hold_seed(True, [("M0-Hold", "stream"), ("M0-Channel", "a\r\nb")]),
+    # GRIP, as django-grip's set_hold_stream() answers
+    "grip-stream": hold_seed(True, [("Grip-Hold", "stream"), ("Grip-Channel", "a; prev-id=1, b"),
+                                    ("Grip-Keep-Alive", "ka\\n; format=cstring; timeout=5")]),
+    "grip-base64": hold_seed(True, [("grip-hold", "stream"), ("GRIP-CHANNEL", "a"),
+                                    ("Grip-Keep-Alive", "OiBrYQoK; format=base64")]),
+    "grip-repeated": hold_seed(False, [("Grip-Hold", "stream"), ("Grip-Channel", "a"),
+                                       ("Grip-Channel", "a,b"), ("Grip-Status", "0")]),
+    "grip-response": hold_seed(True, [("Grip-Hold", "response"), ("Grip-Channel", "a")]),
+    "grip-bad-timeout": hold_seed(True, [("Grip-Hold", "stream"), ("Grip-Channel", "a"),
+                                         ("Grip-Keep-Alive", "x; timeout=0")]),
+    "grip-and-m0": hold_seed(True, [("Grip-Hold", "stream"), ("M0-Hold", "stream"),
+                                    ("Grip-Channel", "a"), ("M0-Channel", "b")]),
+    "grip-no-hold": hold_seed(True, [("Grip-Channel", "a"), ("Grip-Keep-Alive", "x")]),
 }
 for name, data in HOLD.items():
     write("hold", name, data)
+
+# ---- fuzz_jwt: first byte the mode (0 verify, 1 sign then verify, 2 base64) ------
+JWT_KEY = b"fuzz-admin-key-0123456789"
+
+
+def b64url(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=")
+
+
+def jwt_token(claims, key=JWT_KEY, header=b'{"alg":"HS256","typ":"JWT"}'):
+    signing = b64url(header) + b"." + b64url(claims)
+    return signing + b"." + b64url(hmac.new(key, signing, hashlib.sha256).digest())
+
+
+JWT = {
+    "verify-ok": b"\x00" + jwt_token(b'{"iss":"pub","exp":4102444800}'),
+    "verify-expired": b"\x00" + jwt_token(b'{"iss":"pub","exp":1000000000}'),
+    "verify-other-key": b"\x00" + jwt_token(b'{"iss":"pub"}', key=b"another"),
+    "verify-none": b"\x00" + b64url(b'{"alg":"none"}') + b"." + b64url(b"{}") + b".",
+    "verify-garbage": b"\x00a.b.c",
+    # mode 1: the claims, then (read from the end) flip, with_exp, exp
+    "sign-claims": b"\x01" + b'{"iss":"pub"}' + bytes(17),
+    "sign-exp": b"\x01" + b'{"iss":"pub"}' + bytes(8) + b"\x01" + bytes(8),
+    "sign-not-object": b"\x01" + b"[1,2]" + bytes(17),
+    "base64": b"\x02AAEC/w==",
+    "base64url": b"\x02-_8",
+}
+for name, data in JWT.items():
+    write("jwt", name, data)

@@ -532,7 +532,7 @@ def check_hold_head(resp, worker_pool, exact_names=True):
     check(resp.raw_head.startswith(b"HTTP/1.1 200 OK\r\n"),
           "hold status line %s, want 'HTTP/1.1 200 OK'" % short(resp.raw_head.split(b"\r\n")[0]))
     want = {"content-type": "text/event-stream", "cache-control": "no-cache",
-            "connection": "close"}
+            "connection": "close", "x-accel-buffering": "no"}
     for n, v in want.items():
         got = resp.all(n)
         check(got == [v], "hold head %s: want [%r], got %r (head %s)" % (n, v, got, short(resp.raw_head)))
@@ -547,7 +547,7 @@ def check_hold_head(resp, worker_pool, exact_names=True):
     if exact_names:
         extra = set(resp.names()) - set(want) - {"x-worker", "date", "server"}
         check(not extra, "hold head has extra headers %r (head %s)" % (sorted(extra), short(resp.raw_head)))
-        check(len(resp.headers) == 6, "hold head has %d header lines, want 6: %s" % (
+        check(len(resp.headers) == 7, "hold head has %d header lines, want 7: %s" % (
             len(resp.headers), short(resp.raw_head)))
 
 

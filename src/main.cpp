@@ -4,6 +4,8 @@
 // then becomes the loop thread. The WSGI pool (--blocking-threads) and the
 // mojo pool (--mojo-threads) reach the loop only through the completion ring
 // and, with --realtime, the bus channel.
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -78,13 +80,42 @@ const char* kUsage =
   --history-seconds SECONDS   none kept longer (default 3600)
   --history-bytes BYTES       kept across all channels, oldest first out (default 67108864)
   --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
-  --admin-key-file PATH       bearer key for admin POST /publish
+  --admin-key-file PATH       bearer key for admin POST /publish (or a JWT signed with it)
+  --admin-open                admin POSTs need no key; only with a loopback --admin-listen
   --grant-key-file PATH       keys that verify grants (KID HEX per line)
   --check                     load everything (apps, keys, bus), bind the
                               listeners, print the configuration, exit 0 (or 2
                               with the reason) without serving
   --help, --version
 )";
+
+// True when every address `host` resolves to (as the listener resolves it)
+// is loopback: 127.0.0.0/8 or ::1 (an IPv4-mapped ::ffff:127.x too).
+bool loopback_only(std::string host) {
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
+    bool all = true;
+    for (addrinfo* a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+            all = all && (ip >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+            all = all && (IN6_IS_ADDR_LOOPBACK(&ip) ||
+                          (IN6_IS_ADDR_V4MAPPED(&ip) && ip.s6_addr[12] == 127));
+        } else {
+            all = false;
+        }
+    }
+    freeaddrinfo(res);
+    return all;
+}
 
 [[noreturn]] void die(const std::string& why) {
     std::fprintf(stderr, "m0serve: %s\n", why.c_str());
@@ -260,6 +291,8 @@ Options parse(int argc, char** argv) {
             parse_hostport(a, value(), o.admin_host, o.admin_port);
         } else if (a == "--admin-key-file") {
             o.admin_key_file = value();
+        } else if (a == "--admin-open") {
+            o.server.admin_open = true;
         } else if (a == "--grant-key-file") {
             o.grant_key_file = value();
         } else if (!a.starts_with("-") && !a.empty()) {
@@ -288,6 +321,13 @@ Options parse(int argc, char** argv) {
     }
     if (o.mounts.empty())
         die("nothing to serve: give an APP (module.path) or at least one --mount PREFIX=SPEC");
+    if (o.server.admin_open) {
+        if (o.admin_host.empty()) die("--admin-open needs --admin-listen");
+        if (!o.admin_key_file.empty()) die("--admin-open and --admin-key-file exclude each other");
+        if (!loopback_only(o.admin_host))
+            die("--admin-open needs a loopback --admin-listen (127.0.0.0/8 or ::1), got '" +
+                o.admin_host + "'");
+    }
     // One event must never fill a hold's buffer by itself.
     if (o.max_event_size == 0)
         o.max_event_size = std::min(m0::bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
@@ -431,11 +471,12 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
     M0_LOG(info, "config: pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
            std::to_string(o.mojo_threads), " threads, at most ", std::to_string(o.max_queued),
            " queued each");
-    std::string admin =
-        o.admin_host.empty()
-            ? "none"
-            : o.admin_host + ":" + std::to_string(server.bound_port(true)) +
-                  (o.server.admin_key.empty() ? " (no key: publish refused)" : " (bearer key)");
+    std::string admin = o.admin_host.empty()
+                            ? "none"
+                            : o.admin_host + ":" + std::to_string(server.bound_port(true)) +
+                                  (o.server.admin_open          ? " (open: no key asked)"
+                                   : o.server.admin_key.empty() ? " (no key: publish refused)"
+                                                                : " (bearer key)");
     M0_LOG(info, "config: listeners: ", o.host, ":", std::to_string(server.bound_port(false)),
            "; admin ", admin, "; at most ", std::to_string(o.server.max_connections),
            " connections");
@@ -582,7 +623,8 @@ int main(int argc, char** argv) {
                o.realtime ? " (realtime)" : "");
         if (!o.admin_host.empty())
             M0_LOG(info, "admin listening on ", o.admin_host, ":",
-                   std::to_string(server.bound_port(true)));
+                   std::to_string(server.bound_port(true)),
+                   o.server.admin_open ? " (--admin-open: no key asked)" : "");
         loop.run();
         grace_deadline = server.shutting_down() ? server.shutdown_at() + o.server.grace
                                                 : m0::monotonic_seconds();

@@ -54,9 +54,10 @@ class Bus {
     virtual ~Bus() = default;
 
     // Any thread. Checks the names, then the size, then numbers and queues
-    // the event.
-    virtual PublishResult publish(std::string channel, std::string data,
-                                  std::string event = {}) = 0;
+    // the event. `raw`: `data` is written to holds verbatim (PublishFrame::raw;
+    // `event` must then be empty), and its size is its own length.
+    virtual PublishResult publish(std::string channel, std::string data, std::string event = {},
+                                  bool raw = false) = 0;
     // Any thread. The last id issued: a hold that starts here receives every
     // later event.
     virtual uint64_t position() const = 0;

@@ -38,17 +38,19 @@ std::string reason(const PublishResult& r) {
     return "refused";
 }
 
-PublishResult BusChannel::publish(std::string channel, std::string data, std::string event) {
+PublishResult BusChannel::publish(std::string channel, std::string data, std::string event,
+                                  bool raw) {
     PublishResult r;
     r.name_error = check_channel(channel);
     if (r.name_error == NameError::ok) r.name_error = check_event(event);
+    if (raw) event.clear();  // written as it is: a name would appear nowhere
     if (r.name_error != NameError::ok) {
         r.error = PublishError::bad_name;
         return r;
     }
     // Counted before the event is numbered: the widest id, so the verdict does
     // not depend on which id it would get.
-    size_t size = sse::encoded_size(UINT64_MAX, event, data);
+    size_t size = raw ? data.size() : sse::encoded_size(UINT64_MAX, event, data);
     if (size > max_event_size_) {
         r.error = PublishError::too_large;
         r.size = size;
@@ -62,7 +64,7 @@ PublishResult BusChannel::publish(std::string channel, std::string data, std::st
         // Under the queue lock: the id order is the queue order and the history order.
         id = ++counter_;
         last_id_.store(id);
-        PublishFrame f{id, std::move(channel), std::move(event), std::move(data)};
+        PublishFrame f{id, std::move(channel), std::move(event), std::move(data), raw};
         {
             std::lock_guard lock(hist_mu_);
             history_.append(f, now);

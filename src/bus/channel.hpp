@@ -59,7 +59,8 @@ class BusChannel final : public Bus {
   public:
     explicit BusChannel(BusOptions options = {});
 
-    PublishResult publish(std::string channel, std::string data, std::string event = {}) override;
+    PublishResult publish(std::string channel, std::string data, std::string event = {},
+                          bool raw = false) override;
     uint64_t position() const override { return last_id_.load(); }
     bool send(HoldFrame frame) override;
     size_t drain(std::deque<Frame>& out) override { return queue_.drain(out); }

@@ -8,6 +8,13 @@
 
 namespace m0::bus {
 
+// A hold's own keep-alive (GRIP's Grip-Keep-Alive), in place of the comment
+// heartbeat every --heartbeat seconds.
+struct KeepAlive {
+    std::string bytes;  // written when the hold is idle; empty: the ":" comment
+    double every = 0;   // seconds of idleness before it is written; 0: --heartbeat
+};
+
 // The reserved "h" frame: hold this slot on these channels.
 struct HoldFrame {
     std::string stream_url;  // reserved_stream_url(slot)
@@ -21,6 +28,7 @@ struct HoldFrame {
     uint64_t upto = 0;
     std::vector<std::string> channels;
     std::string worker;
+    KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment heartbeat
 };
 
 struct PublishFrame {
@@ -28,6 +36,11 @@ struct PublishFrame {
     std::string channel;
     std::string event;  // empty: no `event:` line
     std::string data;
+    // Pushpin's http-stream content (the admin API's POST /publish/): `data` is
+    // written to holds as it is, live and in replay, with no id:/event:/data:
+    // lines around it (the publisher formats its own stream). Still numbered
+    // and kept in history like any event; `event` is empty.
+    bool raw = false;
 };
 
 using Frame = std::variant<HoldFrame, PublishFrame>;

@@ -265,6 +265,23 @@ TEST_CASE("bus channel: an event larger than max_event_size is refused too_large
     }
 }
 
+TEST_CASE("bus channel: a raw event is numbered and kept like any other; its size is its length",
+          "[bus][channel][grip]") {
+    BusChannel ch(BusOptions{.capacity = 16, .max_event_size = 10});
+    auto a = ch.publish("a", "0123456789", "dropped", true);
+    REQUIRE(a.ok());
+    CHECK(ch.publish("a", "0123456789x", {}, true).error == PublishError::too_large);
+    auto frames = ch.peek();
+    REQUIRE(frames.size() == 1);
+    const auto& f = std::get<PublishFrame>(frames[0]);
+    CHECK(f.raw);
+    CHECK(f.data == "0123456789");
+    CHECK(f.event.empty());  // written as it is: a name would appear nowhere
+    auto replay = ch.replay({"a"}, 0, a.id);
+    REQUIRE(replay.events.size() == 1);
+    CHECK(replay.events[0].raw);
+}
+
 TEST_CASE("bus channel: by default a 1 MiB event is refused and a 64 KiB one is taken",
           "[bus][channel]") {
     BusChannel ch;

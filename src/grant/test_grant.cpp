@@ -545,9 +545,10 @@ TEST_CASE("grant: payloads decode only when canonical", "[grant]") {
     }
 }
 
-TEST_CASE("grant: a shared key ring replaced whole (SIGHUP) verifies with the new keys, while a "
-          "verifier holding the old ring keeps it intact",
-          "[grant]") {
+TEST_CASE(
+    "grant: a shared key ring replaced whole (SIGHUP) verifies with the new keys, while a "
+    "verifier holding the old ring keeps it intact",
+    "[grant]") {
     std::string err;
     auto old_ring = KeyRing::from_text("old " + std::string(64, 'b') + "\n", err);
     auto new_ring = KeyRing::from_text(

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <optional>
 
+#include "hold/grip.hpp"
 #include "loop/log.hpp"
 
 namespace m0::hold {
@@ -44,33 +45,76 @@ static std::vector<std::string> split_channels(std::string_view list) {
     return out;
 }
 
+// Reads a Grip-Hold answer (grip.hpp) into `d`: its channels and keep-alive.
+// False (d is bad) on anything refused.
+static bool read_grip_hold(const std::string& mode, const std::optional<std::string>& channels,
+                           const std::optional<std::string>& keep_alive, HoldDecision& d) {
+    d.kind = HoldKind::bad;
+    if (http::iequals(mode, "response")) {
+        d.error = "Grip-Hold: response (a long-poll) is not served here; use Grip-Hold: stream";
+        return false;
+    }
+    if (!http::iequals(mode, "stream")) {
+        d.error = "unknown Grip-Hold value '" + mode + "'";
+        return false;
+    }
+    if (!channels) {
+        d.error = "Grip-Hold without Grip-Channel";
+        return false;
+    }
+    if (keep_alive && !grip_keep_alive(*keep_alive, d.keepalive, d.error)) return false;
+    d.channels = grip_channels(*channels);
+    d.kind = HoldKind::none;
+    return true;
+}
+
+bool asks_hold(const http::Headers& headers) {
+    return headers.has("M0-Hold") || headers.has("Grip-Hold");
+}
+
 HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, bool realtime) {
     HoldDecision d;
-    auto mode = resp.headers.get("M0-Hold");
-    if (!mode) return d;
-    std::string mode_s(*mode);
-    auto channel_header = resp.headers.get_joined("M0-Channel");
+    auto m0_mode = resp.headers.get("M0-Hold");
+    auto grip_mode = resp.headers.get("Grip-Hold");
+    if (!m0_mode && !grip_mode) return d;
+    const bool grip = !m0_mode;
+    std::string mode(grip ? *grip_mode : *m0_mode);
+    const bool both = m0_mode && grip_mode;
+    // A hold consumes every M0-Hold, M0-Channel and Grip-* header, whichever asked.
+    auto channel_header = resp.headers.get_joined(grip ? "Grip-Channel" : "M0-Channel");
+    auto keep_alive = resp.headers.get_joined("Grip-Keep-Alive");
     resp.headers.remove("M0-Hold");
     resp.headers.remove("M0-Channel");
-    if (http::iequals(mode_s, "websocket")) {
-        // Nothing here performs a 101: a websocket hold is served as a stream hold.
-        d.websocket = true;
-    } else if (!http::iequals(mode_s, "stream")) {
+    remove_grip_headers(resp.headers);
+    const char* channel_name = grip ? "Grip-Channel" : "M0-Channel";
+    if (both) {
         d.kind = HoldKind::bad;
-        d.error = "unknown M0-Hold value '" + mode_s + "'";
+        d.error = "both M0-Hold and Grip-Hold";
         return d;
     }
-    if (!channel_header) {
-        d.kind = HoldKind::bad;
-        d.error = "M0-Hold without M0-Channel";
-        return d;
+    if (grip) {
+        if (!read_grip_hold(mode, channel_header, keep_alive, d)) return d;
+    } else {
+        if (http::iequals(mode, "websocket")) {
+            // Nothing here performs a 101: a websocket hold is served as a stream hold.
+            d.websocket = true;
+        } else if (!http::iequals(mode, "stream")) {
+            d.kind = HoldKind::bad;
+            d.error = "unknown M0-Hold value '" + mode + "'";
+            return d;
+        }
+        if (!channel_header) {
+            d.kind = HoldKind::bad;
+            d.error = "M0-Hold without M0-Channel";
+            return d;
+        }
+        d.channels = split_channels(*channel_header);
     }
-    d.channels = split_channels(*channel_header);
     for (const auto& c : d.channels) {
         auto e = bus::check_channel(c);
         if (e != bus::NameError::ok) {
             d.kind = HoldKind::bad;
-            d.error = std::string("M0-Channel refused: ") + bus::reason(e);
+            d.error = std::string(channel_name) + " refused: " + bus::reason(e);
             return d;
         }
     }
@@ -84,13 +128,17 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
     resp.headers.remove("Connection");
     resp.headers.set("Content-Type", "text/event-stream");
     resp.headers.set("Cache-Control", "no-cache");
+    // nginx (ngx_http_proxy_module): "Buffering can also be enabled or
+    // disabled by passing 'yes' or 'no' in the X-Accel-Buffering response
+    // header field": a proxy in front passes each event on as it comes.
+    resp.headers.set("X-Accel-Buffering", "no");
     resp.headers.set("x-worker", std::string(worker));
     resp.stream = nullptr;
     return d;
 }
 
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     std::string worker) {
+                     std::string worker, bus::KeepAlive keepalive) {
     if (!bus) return false;
     bus::HoldFrame f;
     f.stream_url = bus::reserved_stream_url(slot);
@@ -98,6 +146,7 @@ bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::
     f.position = start.position;
     f.channels = std::move(channels);
     f.worker = std::move(worker);
+    f.keepalive = std::move(keepalive);
     return bus->send(std::move(f));
 }
 
@@ -143,7 +192,8 @@ void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response hea
     }
     // The frame goes first: the loop subscribes the slot before it writes the head.
     std::string worker(head.headers.get("x-worker").value_or(""));
-    if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(worker))) {
+    if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(worker),
+                         std::move(d.keepalive))) {
         if (h.metrics) h.metrics->holds_open.fetch_sub(1);
         M0_LOG(warn, "hold refused for slot ", to_string(slot),
                ": the bus channel is full or closed");

@@ -3,7 +3,8 @@
 // DESIGN (the order of operations is the mechanism)
 // 1. read_cursor(): the pool thread reads Last-Event-ID from the request
 //    before the handler runs (the handler may consume the request).
-// 2. The handler answers with `M0-Hold: stream` and `M0-Channel: a,b`.
+// 2. The handler answers with `M0-Hold: stream` and `M0-Channel: a,b` (or
+//    GRIP's `Grip-Hold: stream`, `Grip-Channel`, `Grip-Keep-Alive`: grip.hpp).
 // 3. take_stream_hold() consumes those headers and rewrites the response into
 //    the stream's head: 200, text/event-stream, no-cache, Connection: close,
 //    x-worker, no Content-Length, no Transfer-Encoding (close-delimited).
@@ -56,8 +57,9 @@ enum class HoldKind { none, stream, bad };
 struct HoldDecision {
     HoldKind kind = HoldKind::none;
     std::vector<std::string> channels;
-    std::string error;       // kind == bad: why (for the log and the 502 body)
-    bool websocket = false;  // M0-Hold: websocket, degraded to a stream hold
+    std::string error;         // kind == bad: why (for the log and the 502 body)
+    bool websocket = false;    // M0-Hold: websocket, degraded to a stream hold
+    bus::KeepAlive keepalive;  // Grip-Keep-Alive (grip.hpp); default: the comment heartbeat
 };
 
 // Last-Event-ID as a cursor: ids <= cursor are muted, and the hold is
@@ -73,17 +75,22 @@ struct Start {
 };
 Start read_start(const Handoff& h, const http::Request& req);
 
-// Consumes M0-Hold/M0-Channel. HoldKind::none: no M0-Hold header, `resp`
-// unchanged. HoldKind::bad: an unknown M0-Hold value, a missing or refused
-// channel name (error says which). HoldKind::stream: with `realtime`, `resp`
-// is rewritten into the stream's head (its body kept as the first bytes of the
-// stream); without it, only the M0-* headers are removed.
+// True when `headers` ask for a hold: M0-Hold or GRIP's Grip-Hold.
+bool asks_hold(const http::Headers& headers);
+
+// Consumes M0-Hold/M0-Channel, or GRIP's Grip-Hold/Grip-Channel/
+// Grip-Keep-Alive (grip.hpp; every Grip-* header then removed). HoldKind::none:
+// neither M0-Hold nor Grip-Hold, `resp` unchanged. HoldKind::bad: both, an
+// unknown or unserved hold value (Grip-Hold: response), a missing or refused
+// channel name, a bad Grip-Keep-Alive (error says which). HoldKind::stream:
+// with `realtime`, `resp` is rewritten into the stream's head (its body kept
+// as the first bytes of the stream); without it, only those headers are removed.
 HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, bool realtime);
 
 // Queues the reserved h frame for `slot` on `bus`. False when the channel is
 // missing, full or closed.
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     std::string worker);
+                     std::string worker, bus::KeepAlive keepalive = {});
 
 // Finishes a job whose handler answered a hold (take_stream_hold already ran):
 // checks --max-hold-channels (a 502: the handler's answer is at fault) and

@@ -87,6 +87,7 @@ TEST_CASE("hold: a stream hold rewrites the answer into the stream's head", "[ho
     CHECK(r.headers.get("Content-Type") == std::optional<std::string_view>("text/event-stream"));
     CHECK(count(r.headers, "Content-Type") == 1);
     CHECK(r.headers.get("Cache-Control") == std::optional<std::string_view>("no-cache"));
+    CHECK(r.headers.get("X-Accel-Buffering") == std::optional<std::string_view>("no"));
     CHECK(r.headers.get("x-worker") == std::optional<std::string_view>("wsgi-3"));
     CHECK_FALSE(r.headers.has("Content-Length"));
     CHECK_FALSE(r.headers.has("Transfer-Encoding"));
@@ -111,7 +112,8 @@ TEST_CASE("hold: a stream hold rewrites the answer into the stream's head", "[ho
         auto d3 = hold::take_stream_hold(r3, "w", true);
         CHECK(d3.kind == HoldKind::stream);
         CHECK(d3.channels == std::vector<std::string>{"x"});
-        CHECK(r3.headers.items.size() == 3);  // Content-Type, Cache-Control, x-worker
+        // Content-Type, Cache-Control, X-Accel-Buffering, x-worker
+        CHECK(r3.headers.items.size() == 4);
     }
 }
 

@@ -1,196 +1,187 @@
 #include "http/json.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include "grant/base64.hpp"
+
 namespace m0::http {
 
 namespace {
-struct P {
-    std::string_view s;
-    size_t i = 0;
-    const char* why = nullptr;  // set when a string fails for a reason worth naming
-    void ws() {
-        while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
-    }
-    bool eat(char c) {
-        ws();
-        if (i < s.size() && s[i] == c) {
-            ++i;
-            return true;
-        }
-        return false;
-    }
-    static void utf8(std::string& out, uint32_t cp) {
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xC0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xE0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        } else {
-            out += static_cast<char>(0xF0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-            out += static_cast<char>(0x80 | (cp & 0x3F));
-        }
-    }
-    bool hex4(uint32_t& v) {
-        if (i + 4 > s.size()) return false;
-        v = 0;
-        for (int k = 0; k < 4; ++k) {
-            char c = s[i++];
-            v <<= 4;
-            if (c >= '0' && c <= '9')
-                v |= static_cast<uint32_t>(c - '0');
-            else if (c >= 'a' && c <= 'f')
-                v |= static_cast<uint32_t>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F')
-                v |= static_cast<uint32_t>(c - 'A' + 10);
-            else
-                return false;
-        }
-        return true;
-    }
-    // RFC 8259 §8.1: JSON text is UTF-8. Takes the rest of the sequence whose
-    // lead byte `c` was just read: RFC 3629 §4, so no overlong form, no
-    // surrogate (U+D800..U+DFFF) and nothing past U+10FFFF.
-    bool utf8_rest(unsigned char c, std::string& out) {
-        size_t n;
-        unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte
-        if (c >= 0xC2 && c <= 0xDF) {
-            n = 1;
-        } else if (c == 0xE0) {
-            n = 2, lo = 0xA0;
-        } else if (c == 0xED) {
-            n = 2, hi = 0x9F;
-        } else if (c >= 0xE1 && c <= 0xEF) {
-            n = 2;
-        } else if (c == 0xF0) {
-            n = 3, lo = 0x90;
-        } else if (c >= 0xF1 && c <= 0xF3) {
-            n = 3;
-        } else if (c == 0xF4) {
-            n = 3, hi = 0x8F;
-        } else {
-            return false;
-        }
-        if (s.size() - i < n) return false;
-        for (size_t k = 0; k < n; ++k) {
-            auto b = static_cast<unsigned char>(s[i + k]);
-            if (b < (k == 0 ? lo : 0x80) || b > (k == 0 ? hi : 0xBF)) return false;
-        }
-        out += static_cast<char>(c);
-        out.append(s.substr(i, n));
-        i += n;
-        return true;
-    }
-    bool str(std::string& out) {
-        ws();
-        if (i >= s.size() || s[i] != '"') return false;
-        ++i;
-        while (i < s.size()) {
-            char c = s[i++];
-            if (c == '"') return true;
-            if (static_cast<unsigned char>(c) < 0x20) return false;
-            if (static_cast<unsigned char>(c) >= 0x80) {
-                if (utf8_rest(static_cast<unsigned char>(c), out)) continue;
-                why = "JSON strings must be UTF-8";
-                return false;
-            }
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (i >= s.size()) return false;
-            char e = s[i++];
-            switch (e) {
-                case '"':
-                    out += '"';
-                    break;
-                case '\\':
-                    out += '\\';
-                    break;
-                case '/':
-                    out += '/';
-                    break;
-                case 'b':
-                    out += '\b';
-                    break;
-                case 'f':
-                    out += '\f';
-                    break;
-                case 'n':
-                    out += '\n';
-                    break;
-                case 'r':
-                    out += '\r';
-                    break;
-                case 't':
-                    out += '\t';
-                    break;
-                case 'u': {
-                    uint32_t cp;
-                    if (!hex4(cp)) return false;
-                    if (cp >= 0xD800 && cp <= 0xDBFF) {
-                        uint32_t lo;
-                        if (i + 2 > s.size() || s[i] != '\\' || s[i + 1] != 'u') return false;
-                        i += 2;
-                        if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) return false;
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                        return false;
-                    }
-                    utf8(out, cp);
-                    break;
-                }
-                default:
-                    return false;
-            }
-        }
-        return false;
-    }
-};
-}  // namespace
 
-bool parse_flat_json(std::string_view text, std::map<std::string, std::string>& out,
-                     std::string& err) {
-    P p{text};
-    if (!p.eat('{')) {
+using nlohmann::json;
+
+// Parses `body` into `out`; false with a reason. The parser refuses trailing
+// bytes (whitespace aside), bytes that are not UTF-8 and lone surrogates.
+bool parse(std::string_view body, json& out, std::string& err) {
+    // nlohmann's lexer reads a NUL byte as the end of the input, so a valid
+    // value then NUL then anything would pass. RFC 8259 allows a raw NUL
+    // nowhere (in a string it must be escaped): refused here.
+    if (auto nul = body.find('\0'); nul != std::string_view::npos) {
+        err = "bad JSON (NUL byte at " + std::to_string(nul + 1) + ")";
+        return false;
+    }
+    try {
+        out = json::parse(body.begin(), body.end());
+        return true;
+    } catch (const json::parse_error& e) {
+        // e.byte counts from 1 and names the byte the parser stopped at: on a
+        // sequence that is not UTF-8, that byte or one of the 3 before it
+        // (a sequence cut short stops on the ASCII byte after it).
+        bool not_utf8 = false;
+        for (size_t k = 0; k < 4 && k < e.byte; ++k) {
+            size_t at = e.byte - 1 - k;
+            if (at < body.size() && static_cast<unsigned char>(body[at]) >= 0x80) not_utf8 = true;
+        }
+        err = std::string(not_utf8 ? "JSON strings must be UTF-8" : "bad JSON") + " (byte " +
+              std::to_string(e.byte) + ")";
+        return false;
+    } catch (const json::out_of_range&) {
+        // Found by fuzz_json (regress-number-overflow): a number past a
+        // double's range is out_of_range 406, not a parse_error.
+        err = "bad JSON (a number out of range)";
+        return false;
+    } catch (const json::exception&) {
+        err = "bad JSON";
+        return false;
+    }
+}
+
+// The string at `key` of object `o`: true and `out` set, or true and `out`
+// untouched when absent or null; false with `err` for any other type.
+bool optional_string(const json& o, const char* key, std::string& out, std::string& err) {
+    auto it = o.find(key);
+    if (it == o.end() || it->is_null()) return true;
+    if (!it->is_string()) {
+        err = std::string("'") + key + "' must be a string";
+        return false;
+    }
+    out = it->get_ref<const std::string&>();
+    return true;
+}
+
+// The old admin shape: a flat object of strings (or nulls), `channel` given.
+bool flat_object(std::string_view body, json& j, std::string& err) {
+    if (!parse(body, j, err)) return false;
+    if (!j.is_object()) {
         err = "body must be a JSON object";
         return false;
     }
-    if (!p.eat('}')) {
-        for (;;) {
-            std::string k, v;
-            if (!p.str(k)) {
-                err = p.why ? p.why : "bad JSON key";
-                return false;
-            }
-            if (!p.eat(':')) {
-                err = "expected ':' in JSON";
-                return false;
-            }
-            p.ws();
-            if (p.s.substr(p.i).starts_with("null")) {
-                p.i += 4;
-            } else if (!p.str(v)) {
-                err = p.why ? p.why : "JSON values must be strings";
-                return false;
-            } else {
-                out[k] = std::move(v);
-            }
-            if (p.eat(',')) continue;
-            if (p.eat('}')) break;
-            err = "expected ',' or '}' in JSON";
+    for (const auto& [k, v] : j.items())
+        if (!v.is_string() && !v.is_null()) {
+            err = "JSON values must be strings";
             return false;
         }
-    }
-    p.ws();
-    if (p.i != text.size()) {
-        err = "trailing bytes after JSON";
+    if (j.find("channel") == j.end() || j["channel"].is_null()) {
+        err = "missing channel";
         return false;
     }
+    return true;
+}
+
+bool decode_item(const json& item, PushpinItem& out, bool& has_stream, std::string& err) {
+    if (!item.is_object()) {
+        err = "each item must be a JSON object";
+        return false;
+    }
+    auto ch = item.find("channel");
+    if (ch == item.end() || !ch->is_string()) {
+        err = "each item needs a string 'channel'";
+        return false;
+    }
+    out.channel = ch->get_ref<const std::string&>();
+    std::string ignored;  // the publisher's ids: m0serve numbers events itself
+    if (!optional_string(item, "id", ignored, err) ||
+        !optional_string(item, "prev-id", ignored, err))
+        return false;
+    auto formats = item.find("formats");
+    if (formats == item.end() || !formats->is_object()) {
+        err = "each item needs an object 'formats'";
+        return false;
+    }
+    auto stream = formats->find("http-stream");
+    has_stream = stream != formats->end();
+    if (!has_stream) return true;
+    if (!stream->is_object()) {
+        err = "'http-stream' must be an object";
+        return false;
+    }
+    std::string action = "send";
+    if (!optional_string(*stream, "action", action, err)) return false;
+    if (action == "close") {
+        out.action = PushpinItem::Action::close;
+        return true;
+    }
+    if (action != "send") {
+        err = "http-stream action '" + action + "' is not supported (send or close)";
+        return false;
+    }
+    auto text = stream->find("content");
+    auto bin = stream->find("content-bin");
+    if ((text == stream->end()) == (bin == stream->end())) {
+        err = "http-stream needs one of 'content' and 'content-bin'";
+        return false;
+    }
+    if (text != stream->end()) {
+        if (!text->is_string()) {
+            err = "'content' must be a string";
+            return false;
+        }
+        out.content = text->get_ref<const std::string&>();
+        return true;
+    }
+    if (!bin->is_string()) {
+        err = "'content-bin' must be a base64 string";
+        return false;
+    }
+    auto bytes =
+        grant::base64_decode(bin->get_ref<const std::string&>(), grant::Alphabet::standard);
+    if (!bytes) {
+        err = "'content-bin' is not base64";
+        return false;
+    }
+    out.content = std::move(*bytes);
+    return true;
+}
+
+}  // namespace
+
+bool decode_publish(std::string_view body, AdminEvent& out, std::string& err) {
+    json j;
+    if (!flat_object(body, j, err)) return false;
+    return optional_string(j, "channel", out.channel, err) &&
+           optional_string(j, "data", out.data, err) && optional_string(j, "event", out.event, err);
+}
+
+bool decode_close(std::string_view body, std::string& channel, std::string& err) {
+    json j;
+    return flat_object(body, j, err) && optional_string(j, "channel", channel, err);
+}
+
+bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size_t& skipped,
+                    std::string& err) {
+    items.clear();
+    skipped = 0;
+    json j;
+    if (!parse(body, j, err)) return false;
+    auto list = j.is_object() ? j.find("items") : j.end();
+    if (list == j.end() || !list->is_array()) {
+        err = "body must be a JSON object with an array 'items'";
+        return false;
+    }
+    std::vector<PushpinItem> out;
+    for (const auto& item : *list) {
+        PushpinItem p;
+        bool has_stream = false;
+        if (!decode_item(item, p, has_stream, err)) {
+            err = "item " + std::to_string(out.size() + skipped) + ": " + err;
+            return false;
+        }
+        if (has_stream)
+            out.push_back(std::move(p));
+        else
+            ++skipped;
+    }
+    items = std::move(out);
     return true;
 }
 

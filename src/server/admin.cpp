@@ -2,9 +2,10 @@
 
 #include <openssl/crypto.h>
 
-#include <map>
+#include <ctime>
 
 #include "bus/names.hpp"
+#include "grant/jwt.hpp"
 #include "http/json.hpp"
 #include "server/metrics_text.hpp"
 
@@ -16,61 +17,47 @@ using http::Response;
 
 namespace {
 
-// RFC 9110 §11.4: credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ],
-// and §11.1: the auth-scheme is "a case-insensitive token". The key is compared
-// in constant time; its length is not secret.
-bool bearer_matches(std::string_view auth, std::string_view key) {
+// The credentials of a Bearer `auth`; empty for any other scheme. RFC 9110
+// §11.4: credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ], and
+// §11.1: the auth-scheme is "a case-insensitive token".
+std::string_view bearer_token(std::string_view auth) {
     constexpr std::string_view kScheme = "Bearer";
     if (auth.size() <= kScheme.size() || !http::iequals(auth.substr(0, kScheme.size()), kScheme) ||
         auth[kScheme.size()] != ' ')
-        return false;
+        return {};
     auth.remove_prefix(kScheme.size());
     while (!auth.empty() && auth.front() == ' ') auth.remove_prefix(1);
-    return auth.size() == key.size() && CRYPTO_memcmp(auth.data(), key.data(), key.size()) == 0;
+    return auth;
 }
 
-// RFC 8259 §8.1: "JSON text exchanged between systems that are not part of a
-// closed ecosystem MUST be encoded using UTF-8"; a channel name or event that
-// is not would reach every subscriber's event stream as it is.
-bool valid_utf8(std::string_view s) {
-    for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80) {
-            ++i;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1;
-            cp = c & 0x1Fu;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2;
-            cp = c & 0x0Fu;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3;
-            cp = c & 0x07u;
-        } else {
-            return false;
-        }
-        if (s.size() - i <= n) return false;
-        for (size_t k = 1; k <= n; ++k) {
-            const auto d = static_cast<unsigned char>(s[i + k]);
-            if ((d & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (d & 0x3Fu);
-        }
-        // RFC 3629 §3: no overlong forms, no surrogates, nothing past U+10FFFF.
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-            return false;
-        i += n + 1;
-    }
-    return true;
+// The key is compared in constant time; its length is not secret.
+bool bearer_matches(std::string_view auth, std::string_view key) {
+    auth = bearer_token(auth);
+    return !auth.empty() && auth.size() == key.size() &&
+           CRYPTO_memcmp(auth.data(), key.data(), key.size()) == 0;
 }
 
 }  // namespace
 
-AdminApi::AdminApi(std::string key, Metrics& metrics, bus::Bus* bus, CloseChannel close)
-    : key_(std::move(key)), metrics_(metrics), bus_(bus), close_(std::move(close)) {}
+AdminApi::AdminApi(std::string key, bool open, Metrics& metrics, bus::Bus* bus, CloseChannel close)
+    : key_(std::move(key)), open_(open), metrics_(metrics), bus_(bus), close_(std::move(close)) {}
+
+std::optional<Response> AdminApi::refuse(const Request& req) const {
+    if (open_) return std::nullopt;
+    if (key_.empty()) return error_response(403, "the admin API needs --admin-key-file");
+    auto auth = req.headers.get("Authorization");
+    if (auth && bearer_matches(*auth, key_)) return std::nullopt;
+    // Not the key itself: a GRIP publisher's JWT signed with it?
+    std::string_view why = "bad or missing bearer key";
+    if (auto token = bearer_token(auth.value_or("")); token.find('.') != std::string_view::npos) {
+        auto v = grant::verify_jwt(token, key_, static_cast<int64_t>(std::time(nullptr)));
+        if (v == grant::JwtVerdict::ok) return std::nullopt;
+        why = grant::reason(v);
+    }
+    auto r = error_response(401, why);
+    r.headers.add("WWW-Authenticate", "Bearer");
+    return r;
+}
 
 Response AdminApi::handle(const Request& req) {
     if (req.path == "/metrics") {
@@ -86,34 +73,29 @@ Response AdminApi::handle(const Request& req) {
         r.body = render_metrics(metrics_, pools_, bus_);
         return r;
     }
-    if (req.path == "/publish" || req.path == "/close") {
+    if (req.path == "/publish" || req.path == "/publish/" || req.path == "/close") {
         if (req.method != "POST") {
             auto r = error_response(405, "use POST");
             r.headers.add("Allow", "POST");
             return r;
         }
-        if (key_.empty()) return error_response(403, "the admin API needs --admin-key-file");
-        auto auth = req.headers.get("Authorization");
-        if (!auth || !bearer_matches(*auth, key_)) {
-            auto r = error_response(401, "bad or missing bearer key");
-            r.headers.add("WWW-Authenticate", "Bearer");
-            return r;
-        }
+        if (auto no = refuse(req)) return std::move(*no);
         if (!bus_) return error_response(503, "the admin API needs --realtime");
-        std::map<std::string, std::string> fields;
+        if (req.path == "/publish/") return publish_items(req);
         std::string err;
-        if (!valid_utf8(req.body)) return error_response(400, "body is not UTF-8");
-        if (!http::parse_flat_json(req.body, fields, err)) return error_response(400, err);
-        if (!fields.count("channel")) return error_response(400, "missing channel");
         Response r;
         r.headers.add("Content-Type", "application/json");
         if (req.path == "/close") {
-            auto e = bus::check_channel(fields["channel"]);
+            std::string channel;
+            if (!http::decode_close(req.body, channel, err)) return error_response(400, err);
+            auto e = bus::check_channel(channel);
             if (e != bus::NameError::ok) return error_response(400, bus::reason(e));
-            r.body = "{\"closed\": " + std::to_string(close_(fields["channel"])) + "}\n";
+            r.body = "{\"closed\": " + std::to_string(close_(channel)) + "}\n";
             return r;
         }
-        auto res = bus_->publish(fields["channel"], fields["data"], fields["event"]);
+        http::AdminEvent ev;
+        if (!http::decode_publish(req.body, ev, err)) return error_response(400, err);
+        auto res = bus_->publish(std::move(ev.channel), std::move(ev.data), std::move(ev.event));
         switch (res.error) {
             case bus::PublishError::ok:
                 break;
@@ -127,7 +109,50 @@ Response AdminApi::handle(const Request& req) {
         r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
         return r;
     }
-    return error_response(404, "admin serves /metrics, /publish and /close");
+    return error_response(404, "admin serves /metrics, /publish, /publish/ and /close");
+}
+
+Response AdminApi::publish_items(const Request& req) {
+    std::vector<http::PushpinItem> items;
+    size_t skipped = 0;
+    std::string err;
+    if (!http::decode_pushpin(req.body, items, skipped, err)) return error_response(400, err);
+    // Every item is checked before any is published: a request is taken or
+    // refused whole (but for a bus channel that fills up on the way: 503).
+    for (size_t i = 0; i < items.size(); ++i) {
+        auto e = bus::check_channel(items[i].channel);
+        if (e != bus::NameError::ok)
+            return error_response(400, "item " + std::to_string(i) + ": " + bus::reason(e));
+        if (items[i].content.size() > bus_->max_event_size()) {
+            bus_->too_large.fetch_add(1);  // m0_events_too_large_total, as publish() counts
+            return error_response(413, "item " + std::to_string(i) + ": content is " +
+                                           std::to_string(items[i].content.size()) +
+                                           " bytes, over --max-event-size " +
+                                           std::to_string(bus_->max_event_size()));
+        }
+    }
+    std::string ids;
+    size_t closed = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+        auto& it = items[i];
+        if (it.action == http::PushpinItem::Action::close) {
+            closed += close_(it.channel);
+            continue;
+        }
+        // Pushpin's http-stream content goes out as it is: the publisher
+        // formats its own SSE. m0serve still numbers it and keeps it in history.
+        auto res = bus_->publish(std::move(it.channel), std::move(it.content), {}, true);
+        if (!res.ok())
+            return error_response(res.error == bus::PublishError::refused ? 503 : 400,
+                                  "item " + std::to_string(i) + ": " + bus::reason(res) + " (" +
+                                      "the items before it were taken)");
+        ids += (ids.empty() ? "" : ", ") + std::to_string(res.id);
+    }
+    Response r;
+    r.headers.add("Content-Type", "application/json");
+    r.body = "{\"ids\": [" + ids + "], \"closed\": " + std::to_string(closed) +
+             ", \"skipped\": " + std::to_string(skipped) + "}\n";
+    return r;
 }
 
 }  // namespace m0::server

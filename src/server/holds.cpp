@@ -9,6 +9,11 @@ namespace m0::server {
 
 namespace {
 constexpr uint64_t kSlowReaderRetryMs = 1000;  // the retry hint a slow reader is sent
+
+// The bytes a hold is written for `f`: its SSE event, or a raw event's data as it is.
+std::string encode(const bus::PublishFrame& f) {
+    return f.raw ? f.data : sse::encode_event(f.id, f.event, f.data);
+}
 }  // namespace
 
 HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)
@@ -25,11 +30,14 @@ const HoldTable::Hold* HoldTable::find(SlotRef slot) const {
 }
 
 void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
-                     const bus::Replay& replay, uint64_t reset_from) {
+                     const bus::Replay& replay, uint64_t reset_from, bus::KeepAlive keepalive) {
     Hold& h = holds_[slot.index];
+    if (h.keepalive.every > 0) --own_keepalive_;
     h = Hold{};
     h.slot = slot;
     h.cursor = cursor;
+    h.keepalive = std::move(keepalive);
+    if (h.keepalive.every > 0) ++own_keepalive_;
     subs_.subscribe(slot, channels);
     // Before any live event (they queue behind these until the head is out).
     if (reset_from != 0) {
@@ -38,7 +46,7 @@ void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> cha
         metrics_.resets_sent.fetch_add(1);
     }
     for (const auto& f : replay.events) {
-        h.pending.push_back(sse::encode_event(f.id, f.event, f.data));
+        h.pending.push_back(encode(f));
         metrics_.events_replayed.fetch_add(1);
     }
 }
@@ -47,6 +55,7 @@ bool HoldTable::start(SlotRef slot, double now) {
     Hold* h = find(slot);
     if (!h) return false;
     h->started = true;
+    h->last_write = now;
     h->pending_live = 0;  // what waited for the head is paced like the replay
     return flush(*h, now);
 }
@@ -56,6 +65,7 @@ bool HoldTable::flush(Hold& h, double now) {
     while (!h.pending.empty() && backlog <= cfg_.buffer_limit) {
         const std::string& ev = h.pending.front();
         backlog = sink_.write(h.slot, ev);
+        h.last_write = now;
         h.pending_live -= std::min(h.pending_live, ev.size());
         metrics_.events_delivered.fetch_add(1);
         h.wrote_since_tick = true;
@@ -68,7 +78,7 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
     const auto& subscribers = subs_.subscribers(f.channel);
     if (subscribers.empty()) return;
     // Encoded once for every subscriber.
-    const std::string bytes = sse::encode_event(f.id, f.event, f.data);
+    const std::string bytes = encode(f);
     // A write may close a slow reader (and edit the list): iterate a copy.
     std::vector<SlotRef> targets = subscribers;
     for (SlotRef s : targets) {
@@ -93,6 +103,7 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
 
 bool HoldTable::write(Hold& h, std::string_view bytes, double now) {
     size_t backlog = sink_.write(h.slot, bytes);
+    h.last_write = now;
     metrics_.events_delivered.fetch_add(1);
     h.wrote_since_tick = true;
     return check_backlog(h, backlog, now);
@@ -121,14 +132,31 @@ bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
 void HoldTable::heartbeat(double now) {
     for (SlotRef s : holding()) {
         Hold* h = find(s);
-        if (!h) continue;
+        if (!h || h->keepalive.every > 0) continue;
         if (h->wrote_since_tick || !h->pending.empty()) {
             h->wrote_since_tick = false;
             check_backlog(*h, sink_.backlog(s), now);
             continue;
         }
-        size_t backlog = sink_.write(s, sse::kHeartbeat);
+        size_t backlog = sink_.write(
+            s, h->keepalive.bytes.empty() ? sse::kHeartbeat : std::string_view(h->keepalive.bytes));
         check_backlog(*h, backlog, now);
+    }
+}
+
+void HoldTable::keepalive(double now) {
+    if (own_keepalive_ == 0) return;
+    for (SlotRef s : holding()) {
+        Hold* h = find(s);
+        if (!h || h->keepalive.every <= 0 || !h->pending.empty() ||
+            now - h->last_write < h->keepalive.every)
+            continue;
+        h->last_write = now;
+        check_backlog(
+            *h,
+            sink_.write(s, h->keepalive.bytes.empty() ? sse::kHeartbeat
+                                                      : std::string_view(h->keepalive.bytes)),
+            now);
     }
 }
 
@@ -173,6 +201,7 @@ std::vector<SlotRef> HoldTable::holding() const {
 void HoldTable::release(SlotRef slot) {
     if (!find(slot)) return;
     subs_.unsubscribe_all(slot);
+    if (find(slot)->keepalive.every > 0) --own_keepalive_;
     holds_.erase(slot.index);
     metrics_.holds_open.fetch_sub(1);
 }

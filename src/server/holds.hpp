@@ -66,16 +66,23 @@ class HoldTable {
     // `replay` (from the bus's history) is written first, after an m0-reset
     // event when `reset_from` is not 0: the stream has a gap, and delivers
     // from that id on.
+    // `keepalive` (GRIP's Grip-Keep-Alive) replaces the comment heartbeat.
     void open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
-              const bus::Replay& replay = {}, uint64_t reset_from = 0);
+              const bus::Replay& replay = {}, uint64_t reset_from = 0,
+              bus::KeepAlive keepalive = {});
     bool has(SlotRef slot) const { return find(slot) != nullptr; }
     // The head is written: the events that waited for it follow. False when
     // writing them closed the slot (a slow reader).
     bool start(SlotRef slot, double now);
     // Fans one event out to its channel's holds.
     void publish(const bus::PublishFrame& f, double now);
-    // A comment line to every started hold idle since the last tick.
+    // A comment line (or its keep-alive bytes) to every started hold idle
+    // since the last tick, but those with a keep-alive interval of their own.
     void heartbeat(double now);
+    // Holds with a keep-alive interval of their own (KeepAlive::every): their
+    // bytes to each that wrote nothing for that long. The server calls it
+    // every second.
+    void keepalive(double now);
     // The slot's backlog went down to `backlog` bytes, at or under the limit
     // (the server's write callback): pending events continue.
     void drained(SlotRef slot, size_t backlog, double now);
@@ -105,7 +112,9 @@ class HoldTable {
         // waited. They are written as the backlog drains under the limit, so
         // a large replay paces itself to the reader instead of filling memory.
         std::deque<std::string> pending;
-        size_t pending_live = 0;  // bytes of live events among them (the slow-reader bound)
+        size_t pending_live = 0;   // bytes of live events among them (the slow-reader bound)
+        bus::KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment every --heartbeat
+        double last_write = 0;     // keepalive.every > 0: when it was last written to
     };
     Hold* find(SlotRef slot);
     const Hold* find(SlotRef slot) const;
@@ -121,6 +130,8 @@ class HoldTable {
     Metrics& metrics_;
     bus::Subscriptions subs_;
     std::unordered_map<uint32_t, Hold> holds_;  // by slot index
+    size_t own_keepalive_ =
+        0;  // loop thread: holds with keepalive.every > 0 (keepalive() skips if 0)
 };
 
 }  // namespace m0::server

@@ -27,7 +27,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
       bus_(bus),
       metrics_(metrics),
       holds_(*this, HoldConfig{cfg_.hold_buffer_limit, cfg_.hold_drain_timeout}, metrics),
-      admin_(cfg_.admin_key, metrics, bus,
+      admin_(cfg_.admin_key, cfg_.admin_open, metrics, bus,
              [this](const std::string& channel) { return close_channel(channel); }) {
     // A peer that left makes writes fail with EPIPE, handled as an error on
     // that connection; the signal would end the whole process.
@@ -39,6 +39,10 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
         heartbeat_timer_ = std::make_unique<Timer>(
             loop_, [this] { holds_.heartbeat(monotonic_seconds()); }, true);
         heartbeat_timer_->start(cfg_.heartbeat);
+        // Holds with a Grip-Keep-Alive interval of their own, to the second.
+        keepalive_timer_ = std::make_unique<Timer>(
+            loop_, [this] { holds_.keepalive(monotonic_seconds()); }, true);
+        keepalive_timer_->start(1.0);
     }
 }
 
@@ -576,7 +580,7 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     uint64_t reset_from = 0;
     if (replay.gap && f.cursor != 0)
         reset_from = replay.events.empty() ? f.upto + 1 : replay.events.front().id;
-    holds_.open(*slot, after, std::move(f.channels), replay, reset_from);
+    holds_.open(*slot, after, std::move(f.channels), replay, reset_from, std::move(f.keepalive));
 }
 
 // ---- HoldSink: how the hold table reaches connections -----------------------

@@ -69,7 +69,8 @@ struct ServerConfig {
     // A hold whose unsent output stays over hold_buffer_limit this long (or
     // passes twice the limit) is a slow reader and is closed.
     double hold_drain_timeout = 5;
-    std::string admin_key;  // bearer key for admin POST /publish; empty: refused
+    std::string admin_key;    // bearer key for admin POST /publish; empty: refused
+    bool admin_open = false;  // --admin-open: admin POSTs need no key (loopback only)
     // Peers whose X-Forwarded-For / -Proto are believed (--forwarded-allow-ips);
     // none by default here, the binary's default is loopback.
     http::TrustedProxies forwarded_allow;
@@ -210,6 +211,7 @@ class Server final : private HoldSink {
     bool accept_episode_ = false;          // loop thread: accept() failing, not yet resumed
     std::unique_ptr<FdWatcher> ring_watch_, bus_watch_;
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
+    std::unique_ptr<Timer> keepalive_timer_;  // loop thread: HoldTable::keepalive each second
     bool shutting_down_ = false;
     bool exited_ = false;  // check_drained() ended the loop
     bool grace_expired_ = false;

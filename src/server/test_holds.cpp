@@ -218,3 +218,46 @@ TEST_CASE("holds: a replay larger than the limit is paced to the reader, not tak
         CHECK(t.metrics.slow_readers_closed.load() == 1);
     }
 }
+
+TEST_CASE("holds: a raw event (Pushpin content) is written as it is, live and in replay",
+          "[holds][grip]") {
+    Table t;
+    auto raw = t.event(5, "x", "event: m\ndata: 1\n\n");
+    raw.raw = true;
+    t.hold(kA, {"x"});
+    t.table.publish(raw, 0);
+    CHECK(t.sink.sent[key(kA)] == "event: m\ndata: 1\n\n");
+    SECTION("a replay sends the raw content again, in id order with the others") {
+        bus::Replay replay;
+        replay.events = {t.event(4, "x", "four"), raw};
+        t.metrics.holds_open.fetch_add(1);
+        t.table.open(kB, 3, {"x"}, replay);
+        REQUIRE(t.table.start(kB, 0));
+        CHECK(t.sink.sent[key(kB)] == "id: 4\ndata: four\n\nevent: m\ndata: 1\n\n");
+    }
+}
+
+TEST_CASE("holds: a hold's own keep-alive (Grip-Keep-Alive) is written after its idle interval",
+          "[holds][grip]") {
+    Table t;
+    t.metrics.holds_open.fetch_add(2);
+    t.table.open(kA, 0, {"x"}, {}, 0, bus::KeepAlive{"ka\n", 5});
+    REQUIRE(t.table.start(kA, 100));
+    t.table.open(kB, 0, {"x"}, {}, 0, bus::KeepAlive{": custom\n\n", 0});
+    REQUIRE(t.table.start(kB, 100));
+    t.table.keepalive(104);
+    CHECK(t.sink.sent[key(kA)].empty());
+    t.table.heartbeat(104);  // the --heartbeat tick leaves A to its own interval
+    CHECK(t.sink.sent[key(kA)].empty());
+    CHECK(t.sink.sent[key(kB)] == ": custom\n\n");  // B: its bytes, on the usual tick
+    t.table.keepalive(105);
+    CHECK(t.sink.sent[key(kA)] == "ka\n");
+    t.table.publish(t.event(1, "x", "e"), 108);  // an event counts as activity
+    t.table.keepalive(112);
+    CHECK(t.sink.sent[key(kA)] == "ka\nid: 1\ndata: e\n\n");
+    t.table.keepalive(113);
+    CHECK(t.sink.sent[key(kA)] == "ka\nid: 1\ndata: e\n\nka\n");
+    t.table.release(kA);
+    t.table.keepalive(200);  // released: nothing more, nothing touched
+    CHECK(t.sink.sent[key(kA)] == "ka\nid: 1\ndata: e\n\nka\n");
+}

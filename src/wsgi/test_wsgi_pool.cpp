@@ -23,6 +23,13 @@ def hold_app(environ, start_response):
                               ('Content-Length', '13'), ('Content-Type', 'text/plain')])
     return [b': wsgi head\n\n']
 
+def grip_app(environ, start_response):
+    # As django-grip's set_hold_stream() answers.
+    start_response('200 OK', [('Grip-Hold', 'stream'), ('Grip-Channel', 'a; prev-id=1, b'),
+                              ('Grip-Keep-Alive', ':ka\\n\\n; format=cstring; timeout=20'),
+                              ('Content-Length', '13'), ('Content-Type', 'text/plain')])
+    return [b': grip head\n\n']
+
 def env_app(environ, start_response):
     body = environ['wsgi.input'].read()
     keys = {k: (v if isinstance(v, str) else repr(type(v).__name__))
@@ -196,6 +203,25 @@ TEST_CASE(
     CHECK(f.stream_url == bus::reserved_stream_url({6, 2}));
     CHECK(f.cursor == 17);  // read before the app popped it
     CHECK(f.channels == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("wsgi pool: a Grip-Hold answer is a hold, its keep-alive in the h frame",
+          "[wsgi][pool][hold][grip]") {
+    Rig rig;
+    auto out = rig.run("grip_app");
+    REQUIRE(out.size() == 1);
+    const Completion& c = out.front();
+    CHECK(c.kind == Completion::Kind::hold);
+    CHECK(c.response.body == ": grip head\n\n");
+    CHECK_FALSE(c.response.headers.has("Grip-Hold"));
+    CHECK_FALSE(c.response.headers.has("Grip-Keep-Alive"));
+    CHECK_FALSE(c.response.headers.has("Content-Length"));
+    auto frames = rig.bus.peek();
+    REQUIRE(frames.size() == 1);
+    const auto& f = std::get<bus::HoldFrame>(frames.front());
+    CHECK(f.channels == std::vector<std::string>{"a", "b"});
+    CHECK(f.keepalive.bytes == ":ka\n\n");
+    CHECK(f.keepalive.every == 20);
 }
 
 TEST_CASE("wsgi pool: a refused frame gives 503", "[wsgi][pool][hold]") {

@@ -18,7 +18,7 @@ struct Job {
     std::string worker;
     bool started = false;    // start_response called
     bool head_sent = false;  // the head left for the loop
-    bool hold = false;       // start_response named M0-Hold
+    bool hold = false;       // start_response named M0-Hold or Grip-Hold
     http::Response resp;     // status + headers; body collected while not streaming
     std::optional<size_t> content_length;
     std::shared_ptr<StreamState> stream;
@@ -185,7 +185,7 @@ PyObject* py_start_response(PyObject* self, PyObject* args) {
     j.resp.status = code;
     j.resp.headers = std::move(hs);
     j.resp.body.clear();
-    j.hold = j.resp.headers.has("M0-Hold");
+    j.hold = hold::asks_hold(j.resp.headers);
     j.content_length.reset();
     if (auto cl = j.resp.headers.get("Content-Length")) {
         size_t n = 0;

@@ -154,6 +154,20 @@ class FormTest(TestCase):
         self.assertContains(client.get("/form"), "No note saved")
 
 
+class GripHoldTest(SimpleTestCase):
+    def test_headers_as_django_grip_writes_them(self):
+        response = self.client.get("/grip-hold?channel=a,b&prev_id=7&ka=:ka%0A%0A&ka_timeout=5")
+        self.assertEqual(response["Grip-Hold"], "stream")
+        self.assertEqual(response["Grip-Channel"], "a; prev-id=7, b")
+        self.assertEqual(response["Grip-Keep-Alive"], ":ka\\n\\n; format=cstring; timeout=5")
+        self.assertEqual(response.content, b": grip hold\n\n")
+
+    def test_long_poll_and_missing_channel(self):
+        self.assertEqual(self.client.get("/grip-hold?channel=a&mode=response")["Grip-Hold"],
+                         "response")
+        self.assertEqual(self.client.get("/grip-hold").status_code, 400)
+
+
 class HoldTest(SimpleTestCase):
     def test_hold_headers_and_head(self):
         response = self.client.get("/hold?channel=demo")
