@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bus/channel.hpp"
+#include "bus/redis_bus.hpp"
 #include "grant/grant.hpp"
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
@@ -56,6 +57,9 @@ const char* kUsage =
                               with --realtime)
   --grace SECONDS             SIGTERM: time for in-flight requests (default 10)
   --realtime                  wire the bus channel: holds and publish
+  --bus URL                   with --realtime: the bus. in-process (default), or
+                              redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N],
+                              shared by every m0serve on that Redis
   --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
   --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
   --hold-drain-timeout SECONDS
@@ -74,6 +78,9 @@ const char* kUsage =
   --grant-key-file PATH       keys that verify grants (KID HEX per line)
   --help, --version
 )";
+
+// How long start-up waits for Redis before serving without it.
+constexpr double kRedisStartWait = 3.0;
 
 [[noreturn]] void die(const std::string& why) {
     std::fprintf(stderr, "m0serve: %s\n", why.c_str());
@@ -100,6 +107,7 @@ struct Options {
     m0::log::Level level = m0::log::Level::info;
     m0::server::ServerConfig server;
     bool realtime = false;
+    std::optional<m0::bus::RedisUrl> redis;  // --bus redis://...; none: in process
     int64_t max_holds = 10000;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
     m0::bus::HistoryLimits history;
@@ -217,6 +225,13 @@ Options parse(int argc, char** argv) {
             o.server.grace = parse_seconds(a, value());
         } else if (a == "--realtime") {
             o.realtime = true;
+        } else if (a == "--bus") {
+            std::string url = value(), err;
+            if (url == "in-process") {
+                o.redis.reset();
+            } else if (!(o.redis = m0::bus::parse_redis_url(url, err))) {
+                die(err);
+            }
         } else if (a == "--heartbeat") {
             o.server.heartbeat = parse_seconds(a, value());
         } else if (a == "--hold-buffer-limit") {
@@ -246,6 +261,7 @@ Options parse(int argc, char** argv) {
         }
     }
     if (o.mounts.empty()) die("nothing to serve: give at least one --mount PREFIX=SPEC");
+    if (o.redis && !o.realtime) die("--bus " + o.redis->text + " needs --realtime");
     // One event must never fill a hold's buffer by itself.
     if (o.max_event_size == 0)
         o.max_event_size = std::min(m0::bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
@@ -348,8 +364,18 @@ int main(int argc, char** argv) {
 
     m0::Loop loop;
     m0::CompletionRing ring;
-    std::unique_ptr<m0::bus::BusChannel> bus;
-    if (o.realtime) {
+    std::unique_ptr<m0::bus::Bus> bus;
+    if (o.realtime && o.redis) {
+        m0::bus::RedisBusOptions ro;
+        ro.url = *o.redis;
+        ro.max_event_size = o.max_event_size;
+        ro.history = o.history.per_channel;
+        auto redis = std::make_unique<m0::bus::RedisBus>(loop, ro);
+        // Serving starts either way; publishes fail until Redis answers.
+        if (!redis->start(kRedisStartWait))
+            M0_LOG(warn, "redis bus ", o.redis->text, ": not reachable yet; serving anyway");
+        bus = std::move(redis);
+    } else if (o.realtime) {
         m0::bus::BusOptions bo;
         bo.max_event_size = o.max_event_size;
         // Ids keep increasing across a restart: the counter starts at the clock.

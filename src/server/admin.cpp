@@ -73,6 +73,47 @@ AdminApi::AdminApi(std::string key, Metrics& metrics, bus::Bus* bus, CloseChanne
     : key_(std::move(key)), metrics_(metrics), bus_(bus), close_(std::move(close)) {}
 
 Response AdminApi::handle(const Request& req) {
+    Response out = error_response(500, "the admin answer did not come at once");
+    handle(req, [&out](Response r) { out = std::move(r); });
+    return out;
+}
+
+namespace {
+// A publish's answer: its id, or why it was refused.
+Response publish_answer(const bus::PublishResult& res) {
+    switch (res.error) {
+        case bus::PublishError::ok:
+            break;
+        case bus::PublishError::bad_name:
+            return error_response(400, bus::reason(res));
+        case bus::PublishError::too_large:
+            return error_response(413, bus::reason(res));
+        case bus::PublishError::refused:
+            return error_response(503, "the bus channel is full");
+        case bus::PublishError::unavailable:
+            return error_response(503, bus::reason(res));
+    }
+    Response r;
+    r.headers.add("Content-Type", "application/json");
+    r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
+    return r;
+}
+}  // namespace
+
+void AdminApi::handle(const Request& req, Answer answer) {
+    std::map<std::string, std::string> publish;
+    Response r = answer_now(req, publish);
+    if (publish.empty()) {
+        answer(std::move(r));
+        return;
+    }
+    // The bus answers at once (in process) or after a round trip (Redis): the
+    // loop does not wait for it.
+    bus_->publish_later(publish["channel"], publish["data"], publish["event"],
+                        [answer](bus::PublishResult res) { answer(publish_answer(res)); });
+}
+
+Response AdminApi::answer_now(const Request& req, std::map<std::string, std::string>& publish) {
     if (req.path == "/metrics") {
         // RFC 9110 §15.5.6: "The origin server MUST generate an Allow header
         // field in a 405 response".
@@ -113,18 +154,7 @@ Response AdminApi::handle(const Request& req) {
             r.body = "{\"closed\": " + std::to_string(close_(fields["channel"])) + "}\n";
             return r;
         }
-        auto res = bus_->publish(fields["channel"], fields["data"], fields["event"]);
-        switch (res.error) {
-            case bus::PublishError::ok:
-                break;
-            case bus::PublishError::bad_name:
-                return error_response(400, bus::reason(res));
-            case bus::PublishError::too_large:
-                return error_response(413, bus::reason(res));
-            case bus::PublishError::refused:
-                return error_response(503, "the bus channel is full");
-        }
-        r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
+        publish = std::move(fields);  // handle() publishes it
         return r;
     }
     return error_response(404, "admin serves /metrics, /publish and /close");

@@ -36,6 +36,10 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
         std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });
     if (bus_) {
         bus_watch_ = std::make_unique<FdWatcher>(loop_, bus_->fd(), [this] { on_bus_ready(); });
+        bus_->attach({[this] { resync_holds(); },
+                      [this](const std::string& channel) {
+                          return !holds_.subscriptions().subscribers(channel).empty();
+                      }});
         heartbeat_timer_ = std::make_unique<Timer>(
             loop_, [this] { holds_.heartbeat(monotonic_seconds()); }, true);
         heartbeat_timer_->start(cfg_.heartbeat);
@@ -225,9 +229,21 @@ void Server::dispatch(Conn& c, Request req) {
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
-        Response r = admin_.handle(req);
-        send_whole(c, r);
-        finish_request(c);
+        // Answered at once, or (a publish on a shared bus) after a round
+        // trip: the connection waits like one whose request is in a pool.
+        c.phase = Phase::waiting;
+        c.deadline = monotonic_seconds() + cfg_.request_timeout;
+        admin_.handle(req, [this, slot = c.slot](Response r) {
+            Conn* a = find(slot);
+            if (!a || a->phase != Phase::waiting) {
+                metrics_.completions_dropped.fetch_add(1);
+                return;
+            }
+            send_whole(*a, r);
+            finish_request(*a);
+        });
+        if (Conn* a = find(c.slot); a == &c && c.phase == Phase::waiting)
+            arm_timer(c, cfg_.request_timeout);
         return;
     }
     const MountEntry* mount = nullptr;
@@ -570,12 +586,36 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     // position read before its handler ran. What was published from there up
     // to the frame comes from history; later events arrive live.
     const uint64_t after = f.cursor != 0 ? f.cursor : f.position;
-    bus::Replay replay;
-    if (after < f.upto || f.cursor != 0) replay = bus_->replay(f.channels, after, f.upto);
-    uint64_t reset_from = 0;
-    if (replay.gap && f.cursor != 0)
-        reset_from = replay.events.empty() ? f.upto + 1 : replay.events.front().id;
-    holds_.open(*slot, after, std::move(f.channels), replay, reset_from);
+    holds_.open_awaiting(*slot, after, f.channels);
+    if (after < f.upto || f.cursor != 0)
+        request_replay(*slot, f.channels, after, f.upto, f.cursor != 0);
+    else
+        holds_.replayed(*slot, bus::Replay{.upto = f.upto}, 0, monotonic_seconds());
+}
+
+void Server::request_replay(SlotRef slot, const std::vector<std::string>& channels, uint64_t after,
+                            uint64_t upto, bool report_gap) {
+    // In process the answer comes at once; a shared bus answers after a round
+    // trip, and the hold's live events wait behind it meanwhile.
+    bus_->replay_later(channels, after, upto, [this, slot, report_gap](bus::Replay r) {
+        uint64_t reset_from = 0;
+        if (r.gap && report_gap) reset_from = r.events.empty() ? r.upto + 1 : r.events.front().id;
+        holds_.replayed(slot, r, reset_from, monotonic_seconds());
+    });
+}
+
+void Server::resync_holds() {
+    // The shared bus was down: each hold may have missed events. Replayed
+    // from the last id it queued; a gap history cannot fill is an m0-reset.
+    std::vector<SlotRef> slots = holds_.open_slots();
+    if (!slots.empty())
+        M0_LOG(info, "bus: replaying ", std::to_string(slots.size()), " holds from their last ids");
+    for (SlotRef s : slots) {
+        uint64_t after = 0;
+        std::vector<std::string> channels;
+        if (holds_.begin_resync(s, after, channels))
+            request_replay(s, channels, after, bus::kUptoUnknown, true);
+    }
 }
 
 // ---- HoldSink: how the hold table reaches connections -----------------------

@@ -158,6 +158,11 @@ class Server final : private HoldSink {
     void probe_departure(Conn& c);
     static bool peer_reset(const Conn& c);
     void sse_peer_frame(bus::HoldFrame& f);
+    // Asks the bus for a hold's replay; the answer goes to holds_.replayed.
+    void request_replay(SlotRef slot, const std::vector<std::string>& channels, uint64_t after,
+                        uint64_t upto, bool report_gap);
+    // The bus's resync hook: every hold is replayed from its last id.
+    void resync_holds();
     void drop_hold(SlotRef slot);
     bool output_full(const Conn& c) const;
     void resume_reading(Conn& c);
