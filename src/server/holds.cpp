@@ -37,6 +37,7 @@ void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::st
     h.cursor = cursor;
     h.last_id = cursor;
     h.replaying = true;
+    h.replay_after = cursor;
     subs_.subscribe(slot, channels);
     h.channels = std::move(channels);
 }
@@ -60,9 +61,9 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
         metrics_.resets_sent.fetch_add(1);
     }
     for (const auto& f : replay.events) {
-        if (f.id <= h->last_id) continue;  // queued already (a resync)
+        if (f.id <= h->replay_after) continue;  // queued before a resync began
         h->pending.push_back({f.id, sse::encode_event(f.id, f.event, f.data), false});
-        h->last_id = f.id;
+        h->last_id = std::max(h->last_id, f.id);
         metrics_.events_replayed.fetch_add(1);
     }
     // The replay holds every event up to its upto: a live copy is a duplicate.
@@ -87,8 +88,9 @@ bool HoldTable::begin_resync(SlotRef slot, uint64_t& after, std::vector<std::str
     if (!h->replaying) {
         h->replaying = true;
         h->replay_mark = h->pending.size();
+        h->replay_after = h->last_id;
     }
-    after = h->last_id;
+    after = h->replay_after;
     channels = h->channels;
     return true;
 }

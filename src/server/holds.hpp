@@ -127,6 +127,7 @@ class HoldTable {
         // wait behind it, unwritten.
         bool replaying = false;
         size_t replay_mark = 0;
+        uint64_t replay_after = 0;      // the replay asked for ids above this
         bool started = false;           // the head is written
         bool dropped = false;           // a retry hint was sent: nothing more
         bool wrote_since_tick = false;  // heartbeat only when idle
