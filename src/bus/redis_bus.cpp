@@ -27,7 +27,9 @@ using namespace redis;
 namespace {
 
 constexpr double kFirstBackoff = 0.05, kMaxBackoff = 2.0;  // seconds between reconnects
-constexpr double kSweepSeconds = 1.0;  // unsubscribing idle channels, refreshing the position
+constexpr double kSweepSeconds = 1.0;
+constexpr int kConnectSeconds = 5;  // an attempt that has not connected by then is given up  //
+                                    // unsubscribing idle channels, refreshing the position
 
 std::string sha1_hex(std::string_view text) {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -139,6 +141,10 @@ std::optional<RedisUrl> parse_redis_url(const std::string& text, std::string& er
 RedisBus::RedisBus(Loop& loop, RedisBusOptions options)
     : loop_(loop), opt_(std::move(options)), sha_(sha1_hex(kPublishLua)), queue_(opt_.capacity) {
     reconnect_timer_ = std::make_unique<Timer>(loop_, [this] { connect(); });
+    connect_timer_ = std::make_unique<Timer>(loop_, [this] {
+        if (!up_.load())
+            link_lost(nullptr, "no connection within " + std::to_string(kConnectSeconds) + " s");
+    });
     sweep_timer_ = std::make_unique<Timer>(
         loop_, [this] { sweep(); }, true);
 }
@@ -307,6 +313,7 @@ void RedisBus::connect() {
         link_lost(nullptr, "cannot open a connection");
         return;
     }
+    connect_timer_->start(kConnectSeconds);
     // Queued now, sent in this order once connected.
     redisAsyncCommand(cmd_, nullptr, nullptr, "SELECT %d", opt_.url.db);
     redisAsyncCommand(cmd_, nullptr, nullptr, "SCRIPT LOAD %b", kPublishLua,
@@ -351,6 +358,7 @@ void RedisBus::link_lost(const redisAsyncContext* ac, const std::string& why) {
     }
     cmd_ready_ = sub_ready_ = false;
     up_.store(false);
+    connect_timer_->stop();
     channels_.clear();
     ops_.clear();
     op_in_flight_ = false;
@@ -368,6 +376,7 @@ void RedisBus::link_lost(const redisAsyncContext* ac, const std::string& why) {
 }
 
 void RedisBus::on_up() {
+    connect_timer_->stop();
     up_.store(true);
     backoff_ = 0;
     if (outage_logged_) {

@@ -186,7 +186,9 @@ class RedisBus final : public Bus {
     std::deque<Op> ops_;
     bool op_in_flight_ = false;
     bool frames_lost_ = false;  // a message did not fit the local queue: resync
-    std::unique_ptr<Timer> reconnect_timer_, sweep_timer_;
+    // reconnect_timer_: the next attempt; connect_timer_: an attempt that
+    // hangs (hiredis's async connect has no timeout of its own).
+    std::unique_ptr<Timer> reconnect_timer_, connect_timer_, sweep_timer_;
 };
 
 }  // namespace m0::bus

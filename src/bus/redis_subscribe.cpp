@@ -93,6 +93,9 @@ void RedisBus::on_sub_reply(redisAsyncContext* ac, void* reply, void*) {
 }
 
 void RedisBus::on_message(const std::string& channel, const redisReply& payload) {
+    // After a message that did not fit, none is queued until the resync: a
+    // hold's last id must stay below what it lost, so the replay brings it.
+    if (frames_lost_) return;
     // publish.lua's message: "ID\nEVENT\nDATA".
     std::string_view p = text(&payload);
     size_t a = p.find('\n');

@@ -233,7 +233,8 @@ void Server::dispatch(Conn& c, Request req) {
         // trip: the connection waits like one whose request is in a pool.
         c.phase = Phase::waiting;
         c.deadline = monotonic_seconds() + cfg_.request_timeout;
-        admin_.handle(req, [this, slot = c.slot](Response r) {
+        const SlotRef slot = c.slot;  // `c` may be gone once an answer is written
+        admin_.handle(req, [this, slot](Response r) {
             Conn* a = find(slot);
             if (!a || a->phase != Phase::waiting) {
                 metrics_.completions_dropped.fetch_add(1);
@@ -242,8 +243,9 @@ void Server::dispatch(Conn& c, Request req) {
             send_whole(*a, r);
             finish_request(*a);
         });
-        if (Conn* a = find(c.slot); a == &c && c.phase == Phase::waiting)
-            arm_timer(c, cfg_.request_timeout);
+        // A later answer: --request-timeout bounds the wait (504).
+        if (Conn* a = find(slot); a && a->phase == Phase::waiting)
+            arm_timer(*a, cfg_.request_timeout);
         return;
     }
     const MountEntry* mount = nullptr;
