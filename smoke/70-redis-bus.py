@@ -14,7 +14,9 @@ are published through the admin listener of the *other* server, or from a
 plain /usr/bin/python3 process (m0.publish with M0_BUS). Checked: shared ids,
 replay from Redis, 503s while Redis is down, and that a Redis that dies and
 comes back mid-stream leaves every published event delivered exactly once,
-or covered by one m0-reset when its data went with it.
+or covered by one m0-reset when its data went with it. Phases 9 and 10:
+--workers N (processes sharing the port under a supervising parent), which
+needs the shared bus.
 """
 
 import os
@@ -317,6 +319,60 @@ def phase8(ctx):
                          timeout=20, env=env, cwd="/")
     check(out.stdout.startswith("RuntimeError m0.publish: redis bus " + redis.url),
           "m0.publish with Redis down: %s %s" % (short(out.stdout), short(out.stderr)))
+
+
+@smoke.phase(9, "--workers: a bad count is one line and exit code 2; several workers with --realtime need --bus redis://; a worker that cannot start stops them all with exit code 2")
+def phase9(ctx):
+    for bad in ("0", "65", "two"):
+        rc, _, err = ctx.run_binary(DJANGO_ARGS + ["--workers", bad])
+        check(rc == 2 and err.strip().count("\n") == 0 and "--workers" in err,
+              "--workers %s: rc %r, stderr %s" % (bad, rc, short(err)))
+    rc, _, err = ctx.run_binary(DJANGO_ARGS + ["--workers", "2", "--realtime"])
+    check(rc == 2 and "needs a shared bus" in err, "--workers 2 --realtime without --bus: rc %r, %s" % (
+        rc, short(err)))
+    # A port in use: each worker fails to bind it, and the parent gives up.
+    blocker = __import__("socket").socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen(1)
+    port = blocker.getsockname()[1]
+    rc, _, err = ctx.run_binary(DJANGO_ARGS + ["--workers", "2", "--listen", "127.0.0.1:%d" % port])
+    blocker.close()
+    check(rc == 2 and "could not start" in err, "--workers 2 on a port in use: rc %r, stderr %s" % (rc, short(err)))
+
+
+def children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return sorted(int(p) for p in out.split())
+
+
+@smoke.phase(10, "--workers 2 on one Redis: two worker processes share the port; holds on either hear a publish made on worker 0's admin API; a killed worker is started again; SIGTERM stops them all, exit code 0")
+def phase10(ctx):
+    redis = redis_for(ctx)
+    srv = rt_server(ctx, redis, ["--workers", "2"])
+    parent = srv.proc.pid
+    kids = wait_for(lambda: len(children(parent)) == 2 and children(parent), 5.0, what="two workers")
+    # Holds until both workers have some (the kernel spreads connections by
+    # the client's port): /metrics is worker 0's, so it counts fewer than all.
+    holds = []
+    for _ in range(40):
+        holds.append(hold(ctx, srv, MOJO, "w10"))
+        on0 = metric(metrics(srv.admin), "m0_holds_open")
+        if 0 < on0 < len(holds):
+            break
+    check(0 < on0 < len(holds), "%d holds, worker 0 has %d: not spread over both workers" % (
+        len(holds), on0))
+    i = pub(srv, "w10", "to every worker")
+    for c in holds:
+        expect_exact(c, [(i, "to every worker", None)])
+    os.kill(kids[0], 9)
+    again = wait_for(lambda: len(children(parent)) == 2 and kids[0] not in children(parent)
+                     and children(parent), 5.0, what="the killed worker started again")
+    check(kids[1] in again, "the other worker %d was restarted too: %r" % (kids[1], again))
+    wait_for(lambda: "worker 0" in srv.log_text() and srv.log_text().count("as worker 0") == 2, 5.0,
+             what="worker 0 listening again")
+    after = hold(ctx, srv, MOJO, "w10b")
+    j = pub(srv, "w10b", "after the restart")
+    expect_exact(after, [(j, "after the restart", None)])
 
 
 if __name__ == "__main__":

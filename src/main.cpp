@@ -27,6 +27,7 @@
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "proc/supervisor.hpp"
 #include "server/server.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/wsgi_pool.hpp"
@@ -56,6 +57,9 @@ const char* kUsage =
                               descriptor limit allows, at least --max-holds
                               with --realtime)
   --grace SECONDS             SIGTERM: time for in-flight requests (default 10)
+  --workers N                 worker processes sharing the listeners (SO_REUSEPORT)
+                              under a supervising parent (default 1: no parent);
+                              with --realtime, needs --bus redis://...
   --realtime                  wire the bus channel: holds and publish
   --bus URL                   with --realtime: the bus. in-process (default), or
                               redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N],
@@ -108,6 +112,7 @@ struct Options {
     m0::server::ServerConfig server;
     bool realtime = false;
     std::optional<m0::bus::RedisUrl> redis;  // --bus redis://...; none: in process
+    int workers = 1;                         // --workers: more than 1, a supervising parent
     int64_t max_holds = 10000;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
     m0::bus::HistoryLimits history;
@@ -225,6 +230,8 @@ Options parse(int argc, char** argv) {
             o.server.grace = parse_seconds(a, value());
         } else if (a == "--realtime") {
             o.realtime = true;
+        } else if (a == "--workers") {
+            o.workers = parse_number<int>(a, value(), 1, 64);
         } else if (a == "--bus") {
             std::string url = value(), err;
             if (url == "in-process") {
@@ -262,6 +269,13 @@ Options parse(int argc, char** argv) {
     }
     if (o.mounts.empty()) die("nothing to serve: give at least one --mount PREFIX=SPEC");
     if (o.redis && !o.realtime) die("--bus " + o.redis->text + " needs --realtime");
+    // Each worker has its own in-process bus: a hold would not hear another's publishes.
+    if (o.workers > 1 && o.realtime && !o.redis)
+        die("--workers " + std::to_string(o.workers) +
+            " with --realtime needs a shared bus: --bus redis://HOST:PORT/DB");
+    if (o.workers > 1 && o.port == 0)
+        die("--workers needs a fixed --listen port (each worker binds it)");
+    o.server.reuse_port = o.workers > 1;
     // One event must never fill a hold's buffer by itself.
     if (o.max_event_size == 0)
         o.max_event_size = std::min(m0::bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
@@ -343,9 +357,18 @@ void on_signal(evutil_socket_t sig, short, void* arg) {
 
 }  // namespace
 
+static int serve(Options o, int worker);
+
 int main(int argc, char** argv) {
     Options o = parse(argc, argv);
     m0::log::set_level(o.level);
+    if (o.workers > 1)
+        return m0::proc::supervise(o.workers, [&o](int worker) { return serve(o, worker); });
+    return serve(std::move(o), 0);
+}
+
+// One server process (the only one, or worker `worker` under --workers).
+static int serve(Options o, int worker) {
     signal(SIGPIPE, SIG_IGN);
     size_connections(o, raise_fd_limit());
     // Key files are read before --chdir: relative paths mean the caller's directory.
@@ -442,7 +465,10 @@ int main(int argc, char** argv) {
         }
         std::string err;
         if (!server.listen(o.host, o.port, false, err)) die(err);
-        if (!o.admin_host.empty() && !server.listen(o.admin_host, o.admin_port, true, err))
+        // Under --workers the admin listener is worker 0's: /metrics is one
+        // worker's, and a publish reaches every worker through the shared bus.
+        if (worker == 0 && !o.admin_host.empty() &&
+            !server.listen(o.admin_host, o.admin_port, true, err))
             die("--admin-listen: " + err);
 
         event* sigterm = evsignal_new(loop.base(), SIGTERM, on_signal, &server);
@@ -451,8 +477,9 @@ int main(int argc, char** argv) {
         event_add(sigint, nullptr);
 
         M0_LOG(info, "listening on ", o.host, ":", std::to_string(server.bound_port(false)),
-               o.realtime ? " (realtime)" : "");
-        if (!o.admin_host.empty())
+               o.realtime ? " (realtime)" : "",
+               o.workers > 1 ? " as worker " + std::to_string(worker) : "");
+        if (worker == 0 && !o.admin_host.empty())
             M0_LOG(info, "admin listening on ", o.admin_host, ":",
                    std::to_string(server.bound_port(true)));
         loop.run();

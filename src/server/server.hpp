@@ -68,7 +68,8 @@ struct ServerConfig {
     // A hold whose unsent output stays over hold_buffer_limit this long (or
     // passes twice the limit) is a slow reader and is closed.
     double hold_drain_timeout = 5;
-    std::string admin_key;  // bearer key for admin POST /publish; empty: refused
+    std::string admin_key;    // bearer key for admin POST /publish; empty: refused
+    bool reuse_port = false;  // --workers: every worker binds the listeners (SO_REUSEPORT)
     std::string server_header = "m0serve/" M0_VERSION;
 };
 
