@@ -11,7 +11,6 @@
 
 #include <map>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -38,21 +37,6 @@ struct Sink : HoldSink {
     size_t backlog(SlotRef) const override { return 0; }
     void close_after_write(SlotRef) override {}
 };
-
-std::vector<uint64_t> ids_in(const std::string& stream) {
-    std::vector<uint64_t> out;
-    static const std::regex id_line("id: (\\d+)\n");
-    for (std::sregex_iterator it(stream.begin(), stream.end(), id_line), end; it != end; ++it)
-        out.push_back(std::stoull((*it)[1]));
-    return out;
-}
-
-RedisBusOptions options() {
-    std::string err;
-    RedisBusOptions o;
-    o.url = *parse_redis_url(g_redis->url(), err);
-    return o;
-}
 
 enum class Kind { publish, hold, step, at_point, cut };
 
@@ -88,7 +72,7 @@ void run_case(const std::vector<Action>& plan) {
                                   "p" + std::to_string(g_case) + "b",
                                   "p" + std::to_string(g_case) + "c"};
     Loop loop, other_loop;
-    RedisBus other(other_loop, options());
+    RedisBus other(other_loop, testing::bus_options(*g_redis));
     RC_ASSERT(other.start(5));
     std::map<uint64_t, int> channel_of;  // every id published, its channel
     std::vector<uint64_t> published;
@@ -100,7 +84,7 @@ void run_case(const std::vector<Action>& plan) {
     };
     // Publishes armed for a step of a hold's start (at_point).
     std::multimap<int, int> armed;  // point -> channel
-    RedisBusOptions o = options();
+    RedisBusOptions o = testing::bus_options(*g_redis);
     o.hook = [&](RedisPoint p) {
         auto range = armed.equal_range(static_cast<int>(p));
         for (auto it = range.first; it != range.second; ++it) publish(it->second);
@@ -187,14 +171,14 @@ void run_case(const std::vector<Action>& plan) {
         [&] {
             drain();
             for (const Held& h : holds)
-                if (ids_in(sink.sent[h.slot.index]) != expected(h)) return false;
+                if (testing::ids_in(sink.sent[h.slot.index]) != expected(h)) return false;
             return true;
         },
         std::chrono::milliseconds(5000));
     for (const Held& h : holds) {
         RC_LOG() << "hold " << h.slot.index << " on mask " << h.channels << " from " << h.start
                  << "\n";
-        RC_ASSERT(ids_in(sink.sent[h.slot.index]) == expected(h));
+        RC_ASSERT(testing::ids_in(sink.sent[h.slot.index]) == expected(h));
     }
     RC_ASSERT(settled);
 }

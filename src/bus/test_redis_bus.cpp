@@ -12,14 +12,6 @@ using m0::testing::RedisServer;
 
 namespace {
 
-RedisBusOptions options(const RedisServer& redis, size_t history = 64) {
-    std::string err;
-    RedisBusOptions o;
-    o.url = *parse_redis_url(redis.url(), err);
-    o.history = history;
-    return o;
-}
-
 // What a replay answers, the loop stepped until it does.
 Replay replay_of(Loop& loop, RedisBus& bus, std::vector<std::string> channels, uint64_t after) {
     std::optional<Replay> got;
@@ -67,7 +59,7 @@ TEST_CASE("redis bus: two buses on one Redis share one counter; ids start at the
           "[redis]") {
     RedisServer redis;
     Loop loop;
-    RedisBus a(loop, options(redis)), b(loop, options(redis));
+    RedisBus a(loop, m0::testing::bus_options(redis)), b(loop, m0::testing::bus_options(redis));
     REQUIRE(a.start(5));
     REQUIRE(b.start(5));
     const uint64_t before = clock_seed();
@@ -99,7 +91,7 @@ TEST_CASE(
     "[redis]") {
     RedisServer redis;
     Loop loop;
-    RedisBus bus(loop, options(redis, 2));
+    RedisBus bus(loop, m0::testing::bus_options(redis, 2));
     REQUIRE(bus.start(5));
     std::vector<uint64_t> a, b;
     for (int i = 0; i < 5; ++i) {
@@ -125,7 +117,7 @@ TEST_CASE(
     "[redis]") {
     RedisServer redis;
     Loop loop;
-    RedisBus bus(loop, options(redis));
+    RedisBus bus(loop, m0::testing::bus_options(redis));
     int resyncs = 0;
     bus.attach({[&] { ++resyncs; }, [](const std::string&) { return true; }});
     REQUIRE(bus.start(5));

@@ -10,9 +10,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "bus/redis_bus.hpp"
 
 namespace m0::testing {
 
@@ -99,5 +103,23 @@ class RedisServer {
     uint16_t port_ = 0;
     pid_t pid_ = 0;
 };
+
+// Options for a RedisBus on `redis`.
+inline bus::RedisBusOptions bus_options(const RedisServer& redis, size_t history = 64) {
+    std::string err;
+    bus::RedisBusOptions o;
+    o.url = *bus::parse_redis_url(redis.url(), err);
+    o.history = history;
+    return o;
+}
+
+// The ids of the events in an SSE stream, in order.
+inline std::vector<uint64_t> ids_in(const std::string& stream) {
+    std::vector<uint64_t> out;
+    static const std::regex id_line("id: (\\d+)\n");
+    for (std::sregex_iterator it(stream.begin(), stream.end(), id_line), end; it != end; ++it)
+        out.push_back(std::stoull((*it)[1]));
+    return out;
+}
 
 }  // namespace m0::testing

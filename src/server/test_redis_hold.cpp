@@ -5,7 +5,6 @@
 // the same Redis publishes, as another m0serve process would.
 #include <catch2/catch.hpp>
 #include <map>
-#include <regex>
 
 #include "bus/redis_bus.hpp"
 #include "bus/test_redis_server.hpp"
@@ -14,6 +13,7 @@
 using namespace m0;
 using namespace m0::bus;
 using namespace m0::server;
+using m0::testing::ids_in;
 using m0::testing::RedisServer;
 
 namespace {
@@ -28,21 +28,6 @@ struct Sink : HoldSink {
     void close_after_write(SlotRef) override {}
 };
 
-std::vector<uint64_t> ids_in(const std::string& stream) {
-    std::vector<uint64_t> out;
-    static const std::regex id_line("id: (\\d+)\n");
-    for (std::sregex_iterator it(stream.begin(), stream.end(), id_line), end; it != end; ++it)
-        out.push_back(std::stoull((*it)[1]));
-    return out;
-}
-
-RedisBusOptions options(const RedisServer& redis) {
-    std::string err;
-    RedisBusOptions o;
-    o.url = *parse_redis_url(redis.url(), err);
-    return o;
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -56,7 +41,7 @@ TEST_CASE(
     INFO("live copies " << (live_first ? "before" : "after") << " the replay");
     RedisServer redis;
     Loop loop, other_loop;
-    RedisBus other(other_loop, options(redis));  // another process: it publishes
+    RedisBus other(other_loop, m0::testing::bus_options(redis));  // another process: it publishes
     REQUIRE(other.start(5));
     std::vector<uint64_t> want;  // ids the hold must get, in order
     auto publish = [&](const std::string& channel, const std::string& data) {
@@ -65,7 +50,7 @@ TEST_CASE(
         if (channel == "a") want.push_back(r.id);
         return r.id;
     };
-    RedisBusOptions o = options(redis);
+    RedisBusOptions o = m0::testing::bus_options(redis);
     std::vector<RedisPoint> points;
     o.hook = [&](RedisPoint p) {
         points.push_back(p);
