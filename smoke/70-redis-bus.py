@@ -120,7 +120,7 @@ def expect_exact(c, want, timeout=5.0):
 # ---------------------------------------------------------------------------
 
 
-@smoke.phase(1, "a bad --bus is one line and exit code 2; --bus needs --realtime")
+@smoke.phase(1, "a bad --bus is one line and exit code 2; --bus needs --realtime; --bus in-process is the default bus")
 def phase1(ctx):
     for bad, why in (("redis://", "no host"), ("redis://h:99999/0", "port"),
                      ("redis://h/x", "database"), ("memcached://h", "wants redis://"),
@@ -132,6 +132,13 @@ def phase1(ctx):
               "--bus %s: stderr %s, want one line naming --bus and '%s'" % (bad, short(err), why))
     rc, out, err = ctx.run_binary(DJANGO_ARGS + ["--bus", "redis://127.0.0.1:6379/0"])
     check(rc == 2 and "needs --realtime" in err, "--bus without --realtime: rc %r, %s" % (rc, short(err)))
+    # The default, named: the in-process bus, no Redis metrics.
+    key_file = ctx.tmpfile("admin.key", ADMIN_KEY + "\n")
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--bus", "in-process", "--admin-key-file", key_file],
+                     admin=True, admin_key=ADMIN_KEY)
+    ms = metrics(srv.admin)
+    check("m0_bus_redis_up" not in ms and pub(srv, "ip1", "x") > 0,
+          "--bus in-process: Redis metrics %r" % sorted(k for k in ms if "redis" in k))
 
 
 @smoke.phase(2, "two servers on one Redis: holds on A (both pools) get the events published on B, with B's ids, in order; a channel held nowhere costs nothing")
