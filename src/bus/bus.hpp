@@ -6,7 +6,7 @@
 // One counter numbers every event, and publish order is id order. A hold
 // starts from a position: the pool thread reads position() before the
 // handler runs and sends it in the h frame; the bus stamps the frame with the
-// last id queued before it (`upto`). The loop replays (replay()) what was
+// last id queued before it (`upto`). The loop replays (replay_later()) what was
 // published in (start, upto] from history, and everything after upto reaches
 // the hold live, so nothing published after its handler began is lost and
 // nothing arrives twice. A cursor the history cannot serve (its events were
