@@ -21,6 +21,9 @@ DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
 DEB_PACKAGES += clang libclang-rt-14-dev
 # The admin API's JSON (header-only); GRIP: pushpin-publish and PyJWT drive smoke 80.
 DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt
+# The Redis bus (--bus redis://...): hiredis for the server, redis-server for
+# its tests, python3-redis for m0.publish outside m0serve.
+DEB_PACKAGES += libhiredis-dev redis-server python3-redis
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)

@@ -7,8 +7,11 @@
 //   - arbitrary bytes never crash it and never produce a request with a body
 //     over the limit or a head over the limit;
 //   - whitespace between a field name and its colon is a 400, never a request,
-//     whatever the field and however the bytes are split (RFC 9112 §5.1).
+//     whatever the field and however the bytes are split (RFC 9112 §5.1);
+//   - a chunked body past --max-body-size is a 413, never a request.
 #include <rapidcheck.h>
+
+#include <cstdio>
 
 #include "http/parser.hpp"
 
@@ -138,5 +141,28 @@ int main() {
         RC_ASSERT(o.requests.empty());
         RC_ASSERT(o.error == 400);
     });
+    ok &= rc::check(
+        "parser: a chunked body past the limit is 413, never a request, however its "
+        "chunks are sized and the bytes split",
+        [&] {
+            // Chunks each within the limit, together past it.
+            std::vector<size_t> sizes;
+            size_t total = 0;
+            while (total <= limits.max_body) {
+                sizes.push_back(*rc::gen::inRange<size_t>(1, limits.max_body + 1));
+                total += sizes.back();
+            }
+            std::string input = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+            for (size_t n : sizes) {
+                char line[32];
+                std::snprintf(line, sizeof line, "%zx\r\n", n);
+                input += line + std::string(n, 'b') + "\r\n";
+            }
+            input += "0\r\n\r\n";
+            auto pieces = *rc::gen::container<std::vector<size_t>>(rc::gen::inRange<size_t>(1, 32));
+            Outcome o = run(input, pieces, limits);
+            RC_ASSERT(o.requests.empty());
+            RC_ASSERT(o.error == 413);
+        });
     return ok ? 0 : 1;
 }

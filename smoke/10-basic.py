@@ -916,7 +916,7 @@ def phase43(ctx):
                                   30, label="%s-phase%d-ok" % (SCRIPT, ctx.number))
     check(rc == 0 and "configuration ok" in out, "--check: exit %r, stdout %s, stderr %s" % (
         rc, short(out), short(err)))
-    for part in ("config: mounts / -> djangoproj.wsgi:application (wsgi)", "config: pools:",
+    for part in ("config: mounts / -> djangoproj.wsgi:application (wsgi)", "config: 1 process; pools:",
                  "config: listeners: 127.0.0.1:%d" % port, "config: realtime: in-process bus"):
         check(part in err, "the configuration block lacks %r: %s" % (part, short(err, 600)))
     line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--check", "--chdir",

@@ -20,6 +20,12 @@ Server (a fresh one per phase):
 plus what a phase adds (--history 2, --blocking-threads 1, small
 --hold-buffer-limit). Events are published through the admin listener; the
 holds are the mojo mount's /native/hold and the Django view /hold.
+
+Every phase runs twice: on the in-process bus (phases 1-7), and on the Redis
+bus (phases 11-17: the same checks, with `--bus redis://...` and a
+redis-server of the phase's own). On Redis the history lives in Redis: the
+m0_history_* gauges are not counted, and a restarted server still replays
+what Redis keeps (phase 14) where the in-process bus answers m0-reset.
 """
 
 import os
@@ -34,6 +40,7 @@ from m0smoke import (  # noqa: E402
     DJANGO_ARGS, Conn, Fail, Smoke, build_request, check, check_hold_head, event_bytes,
     leave, metric, metrics, publish_admin, read_head_body, short, sse_blocks, wait_for,
     wait_metric)
+from m0redis import RedisServer  # noqa: E402
 
 SCRIPT = "60-history"
 ADMIN_KEY = "smoke-admin-key-60hist-b41c"
@@ -42,6 +49,27 @@ DJANGO_HEAD = b": django hold\n\n"
 HEARTBEAT = b":\n\n"
 
 smoke = Smoke(SCRIPT, __doc__)
+REDIS_PHASES = 10  # phase N on the Redis bus is phase N + 10
+
+
+def phase(number, what, redis_what=None):
+    """Registers `fn` as phase `number` on the in-process bus and as phase
+    number + 10 on the Redis bus (ctx.redis set: rt_server adds --bus);
+    `redis_what` when the Redis phase checks something else."""
+    def deco(fn):
+        def on_redis(ctx):
+            ctx.redis = RedisServer("%s-phase%d" % (SCRIPT, ctx.number))
+            ctx.finalizers.append(ctx.redis.stop)
+            fn(ctx)
+
+        smoke.phase(number, what)(fn)
+        smoke.phase(number + REDIS_PHASES, (redis_what or what) + " (Redis bus)")(on_redis)
+        return fn
+    return deco
+
+
+def on_redis(ctx):
+    return getattr(ctx, "redis", None) is not None
 
 
 class Pool:
@@ -63,8 +91,12 @@ def rt_server(ctx, extra=()):
     key_file = ctx.tmpfile("admin.key", ADMIN_KEY + "\n")
     args = DJANGO_ARGS + ["--realtime", "--heartbeat", "30", "--blocking-threads", "2",
                           "--admin-key-file", key_file] + list(extra)
+    if on_redis(ctx):
+        args += ["--bus", ctx.redis.url]
     srv = ctx.server(args, admin=True, admin_key=ADMIN_KEY)
     check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN and SERVER_ADMIN_KEY)")
+    if on_redis(ctx):
+        wait_metric(srv.admin, "m0_bus_redis_up", 1, 5.0, "the Redis bus connected")
     return srv
 
 
@@ -131,7 +163,7 @@ def expect_blocks(c, want, timeout=5.0, settle=0.3):
 # ---------------------------------------------------------------------------
 
 
-@smoke.phase(1, "a hold that leaves and reconnects with its Last-Event-ID is replayed exactly the 3 events it missed, in order, then live events, on both pools")
+@phase(1, "a hold that leaves and reconnects with its Last-Event-ID is replayed exactly the 3 events it missed, in order, then live events, on both pools")
 def phase1(ctx):
     srv = rt_server(ctx)
     for pool in POOLS:
@@ -153,7 +185,7 @@ def phase1(ctx):
         wait_metric(srv.admin, "m0_events_replayed_total", r0 + 3, 3.0, "%s reconnect" % pool.name)
 
 
-@smoke.phase(2, "a hold on two channels reconnecting with a cursor gets the missed events of both, merged in id order, and none of a third channel, on both pools")
+@phase(2, "a hold on two channels reconnecting with a cursor gets the missed events of both, merged in id order, and none of a third channel, on both pools")
 def phase2(ctx):
     srv = rt_server(ctx)
     for pool in POOLS:
@@ -173,7 +205,7 @@ def phase2(ctx):
         expect_blocks(c, want + [ev(live, "live")])
 
 
-@smoke.phase(3, "with --history 2, a cursor older than what is kept gets one m0-reset (no id line, oldest = the first kept id), then the kept events, then live; a cursor at the last evicted id needs none")
+@phase(3, "with --history 2, a cursor older than what is kept gets one m0-reset (no id line, oldest = the first kept id), then the kept events, then live; a cursor at the last evicted id needs none")
 def phase3(ctx):
     srv = rt_server(ctx, ["--history", "2"])
     for pool in POOLS:
@@ -181,10 +213,12 @@ def phase3(ctx):
         m0 = metrics(srv.admin)
         ids = [pub(srv, ch, "e%d" % n) for n in range(1, 6)]
         m1 = metrics(srv.admin)
-        check(metric(m1, "m0_history_events") == metric(m0, "m0_history_events") + 2,
+        # On Redis the history lives in Redis: not counted here.
+        check(on_redis(ctx) or metric(m1, "m0_history_events") == metric(m0, "m0_history_events") + 2,
               "m0_history_events %g -> %g after 5 events on a new channel with --history 2, want +2" % (
                   metric(m0, "m0_history_events"), metric(m1, "m0_history_events")))
-        check(metric(m1, "m0_history_evictions_total") == metric(m0, "m0_history_evictions_total") + 3,
+        check(on_redis(ctx) or
+              metric(m1, "m0_history_evictions_total") == metric(m0, "m0_history_evictions_total") + 3,
               "m0_history_evictions_total %g -> %g after 5 events with --history 2, want +3" % (
                   metric(m0, "m0_history_evictions_total"), metric(m1, "m0_history_evictions_total")))
         kept = [ev(ids[3], "e4"), ev(ids[4], "e5")]
@@ -206,13 +240,16 @@ def phase3(ctx):
         expect_blocks(old, [reset(ids[3])] + kept + [ev(live, "e6")])
 
 
-@smoke.phase(4, "after a restart ids keep increasing, and a hold reconnecting with the old server's id gets m0-reset first, then live events, on both pools")
+@phase(4, "after a restart ids keep increasing, and a hold reconnecting with the old server's id gets m0-reset first, then live events, on both pools",
+       "after a restart the counter and the history are Redis's: ids keep increasing and a hold reconnecting with an old id is replayed what Redis keeps, no m0-reset, on both pools")
 def phase4(ctx):
     one = rt_server(ctx)
     one.require_own("it restarts the server")
     old_ids = [pub(one, "rs4", "before %d" % n) for n in range(3)]
     one.stop()  # SIGTERM by PID, exit code 0
     two = rt_server(ctx)
+    if on_redis(ctx):
+        return phase4_redis(ctx, two, old_ids)
     pos = int(metric(metrics(two.admin), "m0_bus_last_id"))
     check(pos > max(old_ids), "the restarted server's m0_bus_last_id %d is not above the old server's ids %r" % (
         pos, old_ids))
@@ -233,7 +270,26 @@ def phase4(ctx):
         expect_blocks(c, [reset(pos + 1), ev(first, "after")])
 
 
-@smoke.phase(5, "?lastEventID=C replays like Last-Event-ID: C on both pools; with both, the header wins either way")
+def phase4_redis(ctx, two, old_ids):
+    """On Redis the counter and the history outlive the server: the new one
+    starts at the shared counter and replays what Redis keeps, no m0-reset."""
+    pos = int(metric(metrics(two.admin), "m0_bus_last_id"))
+    check(pos == max(old_ids), "the restarted server's m0_bus_last_id %d, want the shared counter %d" % (
+        pos, max(old_ids)))
+    resets = metric(metrics(two.admin), "m0_resets_total")
+    kept = [ev(i, "before %d" % n) for n, i in enumerate(old_ids)][1:]
+    holds = [open_hold(ctx, two, pool, "rs4", cursor=old_ids[0]) for pool in POOLS]
+    for c in holds:
+        expect_blocks(c, kept)
+    first = pub(two, "rs4", "after")
+    check(first > max(old_ids), "the restarted server's first id %d is not above the old ids %r" % (
+        first, old_ids))
+    for c in holds:
+        expect_blocks(c, kept + [ev(first, "after")])
+    check(metric(metrics(two.admin), "m0_resets_total") == resets, "an m0-reset across a restart on Redis")
+
+
+@phase(5, "?lastEventID=C replays like Last-Event-ID: C on both pools; with both, the header wins either way")
 def phase5(ctx):
     srv = rt_server(ctx)
     ch = "q5"
@@ -264,7 +320,7 @@ def wsgi_label(ms, name):
     return keys[0]
 
 
-@smoke.phase(6, "a first connect starts where its handler began: an event published inside the hold's own view is replayed; one published while the job still waited in the queue is not")
+@phase(6, "a first connect starts where its handler began: an event published inside the hold's own view is replayed; one published while the job still waited in the queue is not")
 def phase6(ctx):
     srv = rt_server(ctx, ["--blocking-threads", "1"])
     ms = metrics(srv.admin)
@@ -359,7 +415,7 @@ SLOW_CAP = 8 * 1024 * 1024    # published at most before the close must have com
 SLOW_MISSED = 3               # events published while the reader is away
 
 
-@smoke.phase(7, "a reader that stops reading while ~2 MiB are published is closed with 'retry: 1000'; reconnecting with the last id it saw it is replayed every later event, none lost, none twice")
+@phase(7, "a reader that stops reading while ~2 MiB are published is closed with 'retry: 1000'; reconnecting with the last id it saw it is replayed every later event, none lost, none twice")
 def phase7(ctx):
     srv = rt_server(ctx, ["--hold-buffer-limit", str(SLOW_LIMIT), "--max-event-size", "32768",
                           "--hold-drain-timeout", "0.5", "--history", "1000"])

@@ -2,8 +2,8 @@
 """bench: m0serve's holds side by side with nchan, in one run (make bench).
 
 Each server is started fresh for each measurement, one at a time, the servers
-interleaved (m0serve's mojo hold, m0serve's Django hold, nchan on nginx with
-two workers), every measurement repeated --runs times; the table shows the
+interleaved (m0serve's mojo hold, m0serve's Django hold, m0serve with --workers 2 on
+a Redis bus of its own, nchan on nginx with two workers), every measurement repeated --runs times; the table shows the
 medians and each m0serve figure as a ratio of nchan's, beside the target the
 project aims at. The load comes from build/sse_load (smoke/load/sse_load.cpp),
 one process, which opens the streams, publishes through each server's own
@@ -75,6 +75,15 @@ class Server:
         self.kind, self.tmp = kind, tmp
         self.port, self.pub_port = free_port(), free_port()
         key = secrets.token_hex(24)
+        self.redis = None
+        if kind == "m0-redis2":
+            # Its own redis-server, in the temporary folder, stopped by PID.
+            rport = free_port()
+            self.redis = subprocess.Popen(
+                ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--dir", tmp,
+                 "--save", "", "--appendonly", "no"], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+            wait_port(rport, self.redis, "redis-server")
         if kind.startswith("m0"):
             keyfile = os.path.join(tmp, "admin.key")
             with open(keyfile, "w") as f:
@@ -83,7 +92,11 @@ class Server:
                    "--admin-listen", "127.0.0.1:%d" % self.pub_port, "--admin-key-file", keyfile,
                    "--max-connections", str(holds + 256), "--max-holds", str(holds + 64),
                    "--log-level", "warn"]
-            if kind == "m0-django":
+            if kind == "m0-redis2":
+                cmd += ["--workers", "2", "--bus", "redis://127.0.0.1:%d/0" % rport,
+                        "--mount", "/native=mojo"]
+                self.url = "http://127.0.0.1:%d/native/hold?channel={ch}" % self.port
+            elif kind == "m0-django":
                 cmd += ["--chdir", os.path.join(ROOT, "fixtures", "djangoproj"),
                         "--mount", "/=djangoproj.wsgi:application", "--mount", "/native=mojo"]
                 self.url = "http://127.0.0.1:%d/hold?channel={ch}" % self.port
@@ -108,7 +121,15 @@ class Server:
                                      stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(self.port, self.proc, kind)
 
+    def pids(self):
+        """The processes whose RSS and CPU count: the server (with its
+        workers, found by the driver as descendants) and its redis-server."""
+        return [self.proc.pid] + ([self.redis.pid] if self.redis else [])
+
     def stop(self):
+        if self.redis and self.redis.poll() is None:
+            self.redis.terminate()
+            self.redis.wait(10)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM if self.kind.startswith("m0") else signal.SIGQUIT)
             try:
@@ -146,7 +167,9 @@ http {
 
 def drive(args, srv, holds, channels, mode):
     cmd = [args.driver, "--url", srv.url, "--holds", str(holds), "--channels", str(channels),
-           "--server-pid", str(srv.proc.pid), "--label", "%s-%s-%d" % (srv.kind, mode, holds)]
+           "--label", "%s-%s-%d" % (srv.kind, mode, holds)]
+    for pid in srv.pids():
+        cmd += ["--server-pid", str(pid)]
     cmd += srv.publish
     cmd += ["--burst", str(args.burst)] if mode == "burst" else [
         "--rate", str(args.rate), "--seconds", str(args.seconds)]
@@ -170,7 +193,9 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
-    ap.add_argument("--servers", default="m0-mojo,m0-django,nchan")
+    ap.add_argument("--servers", default="m0-mojo,m0-django,m0-redis2,nchan",
+                    help="m0-mojo, m0-django, m0-redis2 (--workers 2 --bus redis://, its own "
+                         "redis-server), nchan")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--seconds", type=float, default=10)
@@ -204,8 +229,9 @@ def main():
                           flush=True)
     print()
     print("medians of %d runs; ratio = m0serve / nchan; target from the performance issue" % args.runs)
-    print("%-8s %6s  %-26s %12s %12s %12s %8s %8s %8s" % (
-        "mode", "holds", "measure", "nchan", "m0-mojo", "m0-django", "mojo/x", "django/x", "target"))
+    others = [k for k in servers if k != "nchan"]
+    print(("%-8s %6s  %-20s %11s" + " %11s" * len(others) + " %9s" * len(others) + " %8s") % tuple(
+        ["mode", "holds", "measure", "nchan"] + others + [k + "/x" for k in others] + ["target"]))
     for mode, holds, _ in plan:
         keys = ["deliveries_per_s", "cpu_s_per_1m"] if mode == "burst" else [
             "rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m"]
@@ -219,10 +245,10 @@ def main():
             if key == "deliveries_per_s" and mode != "burst":
                 target = None
             fmt = lambda v: "-" if v is None else ("%.3g" % v)  # noqa: E731
-            print("%-8s %6d  %-26s %12s %12s %12s %8s %8s %8s" % (
-                mode, holds, key, fmt(med.get("nchan")), fmt(med.get("m0-mojo")),
-                fmt(med.get("m0-django")), fmt(ratio.get("m0-mojo")), fmt(ratio.get("m0-django")),
-                "-" if target is None else "%s%g" % ("<=" if key != "deliveries_per_s" else ">=", target)))
+            print(("%-8s %6d  %-20s %11s" + " %11s" * len(others) + " %9s" * len(others) + " %8s") % tuple(
+                [mode, holds, key, fmt(med.get("nchan"))] + [fmt(med.get(k)) for k in others]
+                + [fmt(ratio.get(k)) for k in others]
+                + ["-" if target is None else "%s%g" % ("<=" if key != "deliveries_per_s" else ">=", target)]))
             for k in servers:
                 if k != "nchan" and ratio.get(k) is not None:
                     emit.emit("bench-%s-%s-%d-%s-ratio" % (k, mode, holds, key.replace("_", "-")),

@@ -869,6 +869,7 @@ class Ctx:
         self.binary = smoke.binary
         self.servers = []
         self.conns = []
+        self.finalizers = []  # called after the servers stopped (e.g. a Redis they used)
 
     def server(self, args, admin=False, admin_key=None, label=None, ready_timeout=20.0, env=None,
                cwd=None):
@@ -933,6 +934,11 @@ class Ctx:
             except Exception as e:  # noqa: BLE001 - report, keep cleaning
                 s.kill()
                 problem = problem or "%s: stop: %r" % (s.label, e)
+        for fn in self.finalizers:
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001
+                problem = problem or "cleanup: %r" % e
         return problem
 
 

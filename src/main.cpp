@@ -4,8 +4,6 @@
 // then becomes the loop thread. The WSGI pool (--blocking-threads) and the
 // mojo pool (--mojo-threads) reach the loop only through the completion ring
 // and, with --realtime, the bus channel.
-#include <netdb.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -24,10 +22,12 @@
 #include <vector>
 
 #include "bus/channel.hpp"
+#include "bus/redis_bus.hpp"
 #include "grant/grant.hpp"
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "proc/supervisor.hpp"
 #include "server/server.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/wsgi_pool.hpp"
@@ -64,7 +64,13 @@ const char* kUsage =
                               descriptor limit allows, at least --max-holds
                               with --realtime)
   --grace SECONDS             SIGTERM: time for in-flight requests (default 10)
+  --workers N                 worker processes sharing the listeners (SO_REUSEPORT)
+                              under a supervising parent (default 1: no parent);
+                              with --realtime, needs --bus redis://...
   --realtime                  wire the bus channel: holds and publish
+  --bus URL                   with --realtime: the bus. in-process (default), or
+                              redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N],
+                              shared by every m0serve on that Redis
   --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
   --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
   --hold-drain-timeout SECONDS
@@ -89,33 +95,8 @@ const char* kUsage =
   --help, --version
 )";
 
-// True when every address `host` resolves to (as the listener resolves it)
-// is loopback: 127.0.0.0/8 or ::1 (an IPv4-mapped ::ffff:127.x too).
-bool loopback_only(std::string host) {
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-        host = host.substr(1, host.size() - 2);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    addrinfo* res = nullptr;
-    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
-    bool all = true;
-    for (addrinfo* a = res; a; a = a->ai_next) {
-        if (a->ai_family == AF_INET) {
-            uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
-            all = all && (ip >> 24) == 127;
-        } else if (a->ai_family == AF_INET6) {
-            const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
-            all = all && (IN6_IS_ADDR_LOOPBACK(&ip) ||
-                          (IN6_IS_ADDR_V4MAPPED(&ip) && ip.s6_addr[12] == 127));
-        } else {
-            all = false;
-        }
-    }
-    freeaddrinfo(res);
-    return all;
-}
+// How long start-up waits for Redis before serving without it.
+constexpr double kRedisStartWait = 3.0;
 
 [[noreturn]] void die(const std::string& why) {
     std::fprintf(stderr, "m0serve: %s\n", why.c_str());
@@ -142,6 +123,8 @@ struct Options {
     m0::log::Level level = m0::log::Level::info;
     m0::server::ServerConfig server;
     bool realtime = false;
+    std::optional<m0::bus::RedisUrl> redis;  // --bus redis://...; none: in process
+    int workers = 1;                         // --workers: more than 1, a supervising parent
     int64_t max_holds = 10000;
     size_t max_hold_channels = 64;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
@@ -267,6 +250,15 @@ Options parse(int argc, char** argv) {
             o.server.grace = parse_seconds(a, value());
         } else if (a == "--realtime") {
             o.realtime = true;
+        } else if (a == "--workers") {
+            o.workers = parse_number<int>(a, value(), 1, 64);
+        } else if (a == "--bus") {
+            std::string url = value(), err;
+            if (url == "in-process") {
+                o.redis.reset();
+            } else if (!(o.redis = m0::bus::parse_redis_url(url, err))) {
+                die(err);
+            }
         } else if (a == "--heartbeat") {
             o.server.heartbeat = parse_seconds(a, value());
         } else if (a == "--hold-buffer-limit") {
@@ -324,10 +316,18 @@ Options parse(int argc, char** argv) {
     if (o.server.admin_open) {
         if (o.admin_host.empty()) die("--admin-open needs --admin-listen");
         if (!o.admin_key_file.empty()) die("--admin-open and --admin-key-file exclude each other");
-        if (!loopback_only(o.admin_host))
+        if (!m0::http::loopback_only(o.admin_host))
             die("--admin-open needs a loopback --admin-listen (127.0.0.0/8 or ::1), got '" +
                 o.admin_host + "'");
     }
+    if (o.redis && !o.realtime) die("--bus " + o.redis->text + " needs --realtime");
+    // Each worker has its own in-process bus: a hold would not hear another's publishes.
+    if (o.workers > 1 && o.realtime && !o.redis)
+        die("--workers " + std::to_string(o.workers) +
+            " with --realtime needs a shared bus: --bus redis://HOST:PORT/DB");
+    if (o.workers > 1 && o.port == 0)
+        die("--workers needs a fixed --listen port (each worker binds it)");
+    o.server.reuse_port = o.workers > 1;
     // One event must never fill a hold's buffer by itself.
     if (o.max_event_size == 0)
         o.max_event_size = std::min(m0::bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
@@ -468,7 +468,8 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
         mounts += (mounts.empty() ? "" : ", ") + m.prefix + " -> " + m.spec +
                   (m.wsgi ? " (wsgi)" : " (mojo)");
     M0_LOG(info, "config: mounts ", mounts);
-    M0_LOG(info, "config: pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
+    M0_LOG(info, "config: ", std::to_string(o.workers), o.workers > 1 ? " workers" : " process",
+           "; pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
            std::to_string(o.mojo_threads), " threads, at most ", std::to_string(o.max_queued),
            " queued each");
     std::string admin = o.admin_host.empty()
@@ -490,19 +491,29 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
         M0_LOG(info, "config: realtime off (holds are answered as ordinary responses)");
         return;
     }
-    M0_LOG(info, "config: realtime: in-process bus; history ",
-           std::to_string(o.history.per_channel), " events per channel, ", secs(o.history.max_age),
-           ", ", kib(o.history.max_bytes), "; heartbeat ", secs(o.server.heartbeat), "; at most ",
-           std::to_string(o.max_holds), " holds of ", std::to_string(o.max_hold_channels),
-           " channels; hold buffer ", kib(o.server.hold_buffer_limit), ", events up to ",
-           kib(o.max_event_size));
+    M0_LOG(info, "config: realtime: ", o.redis ? "Redis bus " + o.redis->text : "in-process bus",
+           "; history ", std::to_string(o.history.per_channel), " events per channel, ",
+           secs(o.history.max_age), ", ", kib(o.history.max_bytes), "; heartbeat ",
+           secs(o.server.heartbeat), "; at most ", std::to_string(o.max_holds), " holds of ",
+           std::to_string(o.max_hold_channels), " channels; hold buffer ",
+           kib(o.server.hold_buffer_limit), ", events up to ", kib(o.max_event_size));
 }
 
 }  // namespace
 
+static int serve(Options o, int worker);
+
 int main(int argc, char** argv) {
     Options o = parse(argc, argv);
     m0::log::set_level(o.level);
+    // --check loads and binds once, in this process, with no workers.
+    if (o.workers > 1 && !o.check)
+        return m0::proc::supervise(o.workers, [&o](int worker) { return serve(o, worker); });
+    return serve(std::move(o), 0);
+}
+
+// One server process (the only one, or worker `worker` under --workers).
+static int serve(Options o, int worker) {
     signal(SIGPIPE, SIG_IGN);
     size_connections(o, raise_fd_limit());
     // Key files are read before --chdir: relative paths mean the caller's directory.
@@ -531,8 +542,18 @@ int main(int argc, char** argv) {
 
     m0::Loop loop;
     m0::CompletionRing ring;
-    std::unique_ptr<m0::bus::BusChannel> bus;
-    if (o.realtime) {
+    std::unique_ptr<m0::bus::Bus> bus;
+    if (o.realtime && o.redis) {
+        m0::bus::RedisBusOptions ro;
+        ro.url = *o.redis;
+        ro.max_event_size = o.max_event_size;
+        ro.history = o.history.per_channel;
+        auto redis = std::make_unique<m0::bus::RedisBus>(loop, ro);
+        // Serving starts either way; publishes fail until Redis answers.
+        if (!redis->start(kRedisStartWait))
+            M0_LOG(warn, "redis bus ", o.redis->text, ": not reachable yet; serving anyway");
+        bus = std::move(redis);
+    } else if (o.realtime) {
         m0::bus::BusOptions bo;
         bo.max_event_size = o.max_event_size;
         // Ids keep increasing across a restart: the counter starts at the clock.
@@ -600,7 +621,10 @@ int main(int argc, char** argv) {
         }
         std::string err;
         if (!server.listen(o.host, o.port, false, err)) die(err);
-        if (!o.admin_host.empty() && !server.listen(o.admin_host, o.admin_port, true, err))
+        // Under --workers the admin listener is worker 0's: /metrics is one
+        // worker's, and a publish reaches every worker through the shared bus.
+        if (worker == 0 && !o.admin_host.empty() &&
+            !server.listen(o.admin_host, o.admin_port, true, err))
             die("--admin-listen: " + err);
         log_configuration(o, server);
         if (o.check) {
@@ -620,8 +644,9 @@ int main(int argc, char** argv) {
         event_add(sigint, nullptr);
 
         M0_LOG(info, "listening on ", o.host, ":", std::to_string(server.bound_port(false)),
-               o.realtime ? " (realtime)" : "");
-        if (!o.admin_host.empty())
+               o.realtime ? " (realtime)" : "",
+               o.workers > 1 ? " as worker " + std::to_string(worker) : "");
+        if (worker == 0 && !o.admin_host.empty())
             M0_LOG(info, "admin listening on ", o.admin_host, ":",
                    std::to_string(server.bound_port(true)),
                    o.server.admin_open ? " (--admin-open: no key asked)" : "");

@@ -6,18 +6,24 @@
 // One counter numbers every event, and publish order is id order. A hold
 // starts from a position: the pool thread reads position() before the
 // handler runs and sends it in the h frame; the bus stamps the frame with the
-// last id queued before it (`upto`). The loop replays (replay()) what was
+// last id queued before it (`upto`). The loop replays (replay_later()) what was
 // published in (start, upto] from history, and everything after upto reaches
 // the hold live, so nothing published after its handler began is lost and
 // nothing arrives twice. A cursor the history cannot serve (its events were
 // evicted, or it predates this bus: a restart) is a gap: the stream says so
 // with one m0-reset event, then replays what is kept.
-// Threads: publish, position, send and the counters: any thread. drain, fd
-// and replay: the loop thread.
+// A shared bus (redis_bus.hpp) answers on the loop later: publish_later()
+// and replay_later() take a callback, and a hold's live events that arrive
+// before its replay wait behind it (the replay's `upto` says which of them it
+// already holds). After an outage the bus calls LoopHooks::resync, and the
+// loop replays every hold from the last id it queued.
+// Threads: publish, position, send and the counters: any thread. drain, fd,
+// publish_later, replay_later and attach: the loop thread.
 #pragma once
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,9 +37,10 @@ namespace m0::bus {
 // API 400 / 413 / 503, _m0.publish ValueError / ValueError / RuntimeError.
 enum class PublishError {
     ok,
-    bad_name,   // the channel or event name: name_error says which
-    too_large,  // over max_event_size(): size and limit say by how much
-    refused,    // the channel is full or closed
+    bad_name,     // the channel or event name: name_error says which
+    too_large,    // over max_event_size(): size and limit say by how much
+    refused,      // the channel is full or closed
+    unavailable,  // a shared bus is unreachable or failed: detail says why
 };
 
 struct PublishResult {
@@ -42,12 +49,20 @@ struct PublishResult {
     NameError name_error = NameError::ok;  // error == bad_name
     size_t size = 0;                       // error == too_large: the event's size
     size_t limit = 0;                      // error == too_large: max_event_size()
+    std::string detail;                    // error == unavailable: one line
     bool ok() const { return error == PublishError::ok; }
 };
 
 // One line for an error answer, e.g. "event is 1048620 bytes, over
 // --max-event-size 262144"; "ok" for an accepted event.
 std::string reason(const PublishResult& r);
+
+// The checks every publish boundary makes before an event is numbered: the
+// channel and event names, then the size (its SSE encoding, the id counted at
+// 20 digits; a raw event's own length) against `max_event_size`. ok,
+// bad_name or too_large.
+PublishResult check_publish(const std::string& channel, const std::string& event,
+                            const std::string& data, size_t max_event_size, bool raw = false);
 
 class Bus {
   public:
@@ -66,11 +81,30 @@ class Bus {
     // Loop thread: takes every queued frame, in order.
     virtual size_t drain(std::deque<Frame>& out) = 0;
     virtual int fd() const = 0;
-    // Loop thread: what a hold on `channels` that starts after `after` is
-    // replayed, up to `upto` (its frame's stamp). gap: some of it is lost to
-    // history, or `after` predates this bus.
-    virtual Replay replay(const std::vector<std::string>& channels, uint64_t after,
-                          uint64_t upto) = 0;
+    // Loop thread: `done` gets, on the loop thread, at once or after a round
+    // trip, what a hold on `channels` that starts after `after` is replayed:
+    // up to `upto` (its frame's stamp) in process, up to the shared counter
+    // read after the channels are subscribed on a shared bus (Replay::upto
+    // says which). gap: some of it is lost to history, or `after` predates
+    // this bus. A shared bus that is down drops the request (never calls
+    // `done`): LoopHooks::resync asks again once it is back.
+    using ReplayDone = std::function<void(Replay)>;
+    virtual void replay_later(const std::vector<std::string>& channels, uint64_t after,
+                              uint64_t upto, ReplayDone done) = 0;
+    // Loop thread: publish() for the loop, which must not wait on a network:
+    // `done` gets the result on the loop thread, at once or later. In
+    // process: publish() at once.
+    using PublishDone = std::function<void(PublishResult)>;
+    virtual void publish_later(std::string channel, std::string data, std::string event, bool raw,
+                               PublishDone done) {
+        done(publish(std::move(channel), std::move(data), std::move(event), raw));
+    }
+    // What a shared bus asks of the loop (loop thread).
+    struct LoopHooks {
+        std::function<void()> resync;                  // replay every hold from its last id
+        std::function<bool(const std::string&)> held;  // some hold listens to this channel
+    };
+    virtual void attach(LoopHooks) {}
     // The largest event publish() takes.
     virtual size_t max_event_size() const = 0;
 
@@ -79,6 +113,14 @@ class Bus {
         uint64_t evictions = 0;
     };
     virtual HistoryStats history_stats() const = 0;
+
+    // A shared bus's link (for /metrics); shared == false in process.
+    struct LinkStats {
+        bool shared = false;
+        bool up = false;
+        uint64_t reconnects = 0, publish_failures = 0;
+    };
+    virtual LinkStats link_stats() const { return {}; }
 
     std::atomic<uint64_t> published{0};  // events accepted
     std::atomic<uint64_t> refused{0};    // frames the channel would not take

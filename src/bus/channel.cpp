@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdint>
 
-#include "http/sse.hpp"
 #include "loop/loop.hpp"
 
 namespace m0::bus {
@@ -23,41 +22,12 @@ BusChannel::BusChannel(BusOptions o)
       last_id_(o.first_id),
       history_(o.history) {}
 
-std::string reason(const PublishResult& r) {
-    switch (r.error) {
-        case PublishError::ok:
-            return "ok";
-        case PublishError::bad_name:
-            return reason(r.name_error);
-        case PublishError::too_large:
-            return "event is " + std::to_string(r.size) + " bytes, over --max-event-size " +
-                   std::to_string(r.limit);
-        case PublishError::refused:
-            return "the bus channel is full or closed";
-    }
-    return "refused";
-}
-
 PublishResult BusChannel::publish(std::string channel, std::string data, std::string event,
                                   bool raw) {
-    PublishResult r;
-    r.name_error = check_channel(channel);
-    if (r.name_error == NameError::ok) r.name_error = check_event(event);
     if (raw) event.clear();  // written as it is: a name would appear nowhere
-    if (r.name_error != NameError::ok) {
-        r.error = PublishError::bad_name;
-        return r;
-    }
-    // Counted before the event is numbered: the widest id, so the verdict does
-    // not depend on which id it would get.
-    size_t size = raw ? data.size() : sse::encoded_size(UINT64_MAX, event, data);
-    if (size > max_event_size_) {
-        r.error = PublishError::too_large;
-        r.size = size;
-        r.limit = max_event_size_;
-        too_large.fetch_add(1);
-        return r;
-    }
+    PublishResult r = check_publish(channel, event, data, max_event_size_, raw);
+    if (r.error == PublishError::too_large) too_large.fetch_add(1);
+    if (!r.ok()) return r;
     uint64_t id = 0;
     const double now = monotonic_seconds();
     bool ok = queue_.push_with([&] {
@@ -103,6 +73,7 @@ Replay BusChannel::replay(const std::vector<std::string>& channels, uint64_t aft
     // With no history kept nothing marks what was missed: any id published
     // after the start may have been on these channels.
     if (history_.limits().per_channel == 0 && after < upto) r.gap = true;
+    r.upto = upto;
     return r;
 }
 

@@ -65,7 +65,13 @@ class BusChannel final : public Bus {
     bool send(HoldFrame frame) override;
     size_t drain(std::deque<Frame>& out) override { return queue_.drain(out); }
     int fd() const override { return queue_.fd(); }
-    Replay replay(const std::vector<std::string>& channels, uint64_t after, uint64_t upto) override;
+    // What a hold on `channels` after `after` is replayed, up to `upto`.
+    Replay replay(const std::vector<std::string>& channels, uint64_t after, uint64_t upto);
+    // replay(), handed to `done` at once.
+    void replay_later(const std::vector<std::string>& channels, uint64_t after, uint64_t upto,
+                      ReplayDone done) override {
+        done(replay(channels, after, upto));
+    }
     size_t max_event_size() const override { return max_event_size_; }
     HistoryStats history_stats() const override;
 

@@ -24,7 +24,9 @@ struct HoldFrame {
     // rendered its head is replayed, not lost.
     uint64_t position = 0;
     // Set by the bus as it queues the frame: the last id queued before it.
-    // Replay covers ids up to here; later ids reach the hold live.
+    // Replay covers ids up to here; later ids reach the hold live. A shared
+    // bus cannot say (other processes publish): kUptoUnknown, and its replay
+    // reads the counter instead.
     uint64_t upto = 0;
     std::vector<std::string> channels;
     std::string worker;
@@ -44,5 +46,7 @@ struct PublishFrame {
 };
 
 using Frame = std::variant<HoldFrame, PublishFrame>;
+
+inline constexpr uint64_t kUptoUnknown = UINT64_MAX;
 
 }  // namespace m0::bus

@@ -37,6 +37,9 @@ struct Replay {
     std::vector<PublishFrame> events;  // ids in (after, upto]
     bool gap = false;                  // some event after `after` is no longer kept
     uint64_t oldest = 0;               // the lowest id kept on those channels (0: none)
+    // Every id up to here was looked at: a live event at or below it is in
+    // `events` already (or lost to the gap this replay reports).
+    uint64_t upto = 0;
 };
 
 class History {

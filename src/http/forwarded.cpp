@@ -1,6 +1,8 @@
 #include "http/forwarded.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <cctype>
@@ -89,6 +91,32 @@ bool TrustedProxies::trusts(std::string_view addr) const {
         uint8_t mask = uint8_t(0xff << (8 - rest));
         return (b[size_t(whole)] & mask) == (n.bytes[size_t(whole)] & mask);
     });
+}
+
+bool loopback_only(std::string host) {
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
+    bool all = true;
+    for (addrinfo* a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+            all = all && (ip >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+            all = all && (IN6_IS_ADDR_LOOPBACK(&ip) ||
+                          (IN6_IS_ADDR_V4MAPPED(&ip) && ip.s6_addr[12] == 127));
+        } else {
+            all = false;
+        }
+    }
+    freeaddrinfo(res);
+    return all;
 }
 
 void apply_forwarded(Request& req, const TrustedProxies& trusted) {

@@ -46,4 +46,9 @@ class TrustedProxies {
 // address and http/https. Otherwise leaves `req` as it is.
 void apply_forwarded(Request& req, const TrustedProxies& trusted);
 
+// True when every address `host` resolves to (as a listener resolves it) is
+// loopback: 127.0.0.0/8 or ::1 (an IPv4-mapped ::ffff:127.x too); a name
+// that does not resolve is not. --admin-open is allowed only then.
+bool loopback_only(std::string host);
+
 }  // namespace m0::http

@@ -97,3 +97,15 @@ TEST_CASE("forwarded: an untrusted peer's headers change nothing", "[http][forwa
     CHECK(r2.remote_addr == "127.0.0.1");
     CHECK(r2.scheme == "http");
 }
+
+TEST_CASE("forwarded: loopback_only is true only when every address a host names is loopback",
+          "[http][forwarded]") {
+    CHECK(m0::http::loopback_only("127.0.0.1"));
+    CHECK(m0::http::loopback_only("127.3.2.1"));
+    CHECK(m0::http::loopback_only("::1"));
+    CHECK(m0::http::loopback_only("[::1]"));
+    CHECK_FALSE(m0::http::loopback_only("0.0.0.0"));
+    CHECK_FALSE(m0::http::loopback_only("10.1.2.3"));
+    CHECK_FALSE(m0::http::loopback_only("::"));
+    CHECK_FALSE(m0::http::loopback_only("no-such-host.invalid"));
+}

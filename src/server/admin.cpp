@@ -60,6 +60,46 @@ std::optional<Response> AdminApi::refuse(const Request& req) const {
 }
 
 Response AdminApi::handle(const Request& req) {
+    Response out = error_response(500, "the admin answer did not come at once");
+    handle(req, [&out](Response r) { out = std::move(r); });
+    return out;
+}
+
+namespace {
+// A publish's answer: its id, or why it was refused.
+Response publish_answer(const bus::PublishResult& res) {
+    switch (res.error) {
+        case bus::PublishError::ok:
+            break;
+        case bus::PublishError::bad_name:
+            return error_response(400, bus::reason(res));
+        case bus::PublishError::too_large:
+            return error_response(413, bus::reason(res));
+        case bus::PublishError::refused:
+            return error_response(503, "the bus channel is full");
+        case bus::PublishError::unavailable:
+            return error_response(503, bus::reason(res));
+    }
+    Response r;
+    r.headers.add("Content-Type", "application/json");
+    r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
+    return r;
+}
+}  // namespace
+
+void AdminApi::handle(const Request& req, Answer answer) {
+    Deferred later;
+    Response r = answer_now(req, later);
+    if (!later) {
+        answer(std::move(r));
+        return;
+    }
+    // The bus answers at once (in process) or after a round trip (Redis): the
+    // loop does not wait for it.
+    later(std::move(answer));
+}
+
+Response AdminApi::answer_now(const Request& req, Deferred& later) {
     if (req.path == "/metrics") {
         // RFC 9110 §15.5.6: "The origin server MUST generate an Allow header
         // field in a 405 response".
@@ -81,7 +121,7 @@ Response AdminApi::handle(const Request& req) {
         }
         if (auto no = refuse(req)) return std::move(*no);
         if (!bus_) return error_response(503, "the admin API needs --realtime");
-        if (req.path == "/publish/") return publish_items(req);
+        if (req.path == "/publish/") return publish_items(req, later);
         std::string err;
         Response r;
         r.headers.add("Content-Type", "application/json");
@@ -95,64 +135,91 @@ Response AdminApi::handle(const Request& req) {
         }
         http::AdminEvent ev;
         if (!http::decode_publish(req.body, ev, err)) return error_response(400, err);
-        auto res = bus_->publish(std::move(ev.channel), std::move(ev.data), std::move(ev.event));
-        switch (res.error) {
-            case bus::PublishError::ok:
-                break;
-            case bus::PublishError::bad_name:
-                return error_response(400, bus::reason(res));
-            case bus::PublishError::too_large:
-                return error_response(413, bus::reason(res));
-            case bus::PublishError::refused:
-                return error_response(503, "the bus channel is full");
-        }
-        r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
+        later = [this, ev = std::move(ev)](Answer answer) mutable {
+            bus_->publish_later(std::move(ev.channel), std::move(ev.data), std::move(ev.event),
+                                false,
+                                [answer](bus::PublishResult res) { answer(publish_answer(res)); });
+        };
         return r;
     }
     return error_response(404, "admin serves /metrics, /publish, /publish/ and /close");
 }
 
-Response AdminApi::publish_items(const Request& req) {
-    std::vector<http::PushpinItem> items;
+Response AdminApi::publish_items(const Request& req, Deferred& later) {
+    auto items = std::make_shared<std::vector<http::PushpinItem>>();
     size_t skipped = 0;
     std::string err;
-    if (!http::decode_pushpin(req.body, items, skipped, err)) return error_response(400, err);
+    if (!http::decode_pushpin(req.body, *items, skipped, err)) return error_response(400, err);
     // Every item is checked before any is published: a request is taken or
-    // refused whole (but for a bus channel that fills up on the way: 503).
-    for (size_t i = 0; i < items.size(); ++i) {
-        auto e = bus::check_channel(items[i].channel);
+    // refused whole (but for a bus that refuses on the way: 503).
+    for (size_t i = 0; i < items->size(); ++i) {
+        const auto& it = (*items)[i];
+        auto e = bus::check_channel(it.channel);
         if (e != bus::NameError::ok)
             return error_response(400, "item " + std::to_string(i) + ": " + bus::reason(e));
-        if (items[i].content.size() > bus_->max_event_size()) {
+        if (it.content.size() > bus_->max_event_size()) {
             bus_->too_large.fetch_add(1);  // m0_events_too_large_total, as publish() counts
             return error_response(413, "item " + std::to_string(i) + ": content is " +
-                                           std::to_string(items[i].content.size()) +
+                                           std::to_string(it.content.size()) +
                                            " bytes, over --max-event-size " +
                                            std::to_string(bus_->max_event_size()));
         }
     }
-    std::string ids;
-    size_t closed = 0;
-    for (size_t i = 0; i < items.size(); ++i) {
-        auto& it = items[i];
+    later = [this, items, skipped](Answer answer) {
+        auto run = std::make_shared<ItemRun>();
+        run->items = items;
+        run->skipped = skipped;
+        run->answer = std::move(answer);
+        publish_item(std::move(run));
+    };
+    return {};
+}
+
+void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
+    // One item after the other, in order (ids in item order): each is handed
+    // to the bus when the one before it has its id. A bus that answers at
+    // once (in process) is driven by this loop, not by recursion, however
+    // many items there are; one that answers later resumes it.
+    run->driving = true;
+    while (run->next < run->items->size() && !run->failed) {
+        size_t i = run->next++;
+        auto& it = (*run->items)[i];
         if (it.action == http::PushpinItem::Action::close) {
-            closed += close_(it.channel);
+            run->closed += close_(it.channel);
             continue;
         }
+        run->waiting = true;
         // Pushpin's http-stream content goes out as it is: the publisher
         // formats its own SSE. m0serve still numbers it and keeps it in history.
-        auto res = bus_->publish(std::move(it.channel), std::move(it.content), {}, true);
-        if (!res.ok())
-            return error_response(res.error == bus::PublishError::refused ? 503 : 400,
-                                  "item " + std::to_string(i) + ": " + bus::reason(res) + " (" +
-                                      "the items before it were taken)");
-        ids += (ids.empty() ? "" : ", ") + std::to_string(res.id);
+        bus_->publish_later(
+            std::move(it.channel), std::move(it.content), {}, true,
+            [this, run, i](bus::PublishResult res) {
+                run->waiting = false;
+                if (!res.ok()) {
+                    run->failed = true;
+                    int status = res.error == bus::PublishError::bad_name    ? 400
+                                 : res.error == bus::PublishError::too_large ? 413
+                                                                             : 503;
+                    run->answer(error_response(status, "item " + std::to_string(i) + ": " +
+                                                           bus::reason(res) +
+                                                           " (the items before it were taken)"));
+                    return;
+                }
+                run->ids += (run->ids.empty() ? "" : ", ") + std::to_string(res.id);
+                if (!run->driving) publish_item(run);
+            });
+        if (run->waiting) {
+            run->driving = false;  // the bus answers later, and resumes from there
+            return;
+        }
     }
+    run->driving = false;
+    if (run->failed) return;  // answered
     Response r;
     r.headers.add("Content-Type", "application/json");
-    r.body = "{\"ids\": [" + ids + "], \"closed\": " + std::to_string(closed) +
-             ", \"skipped\": " + std::to_string(skipped) + "}\n";
-    return r;
+    r.body = "{\"ids\": [" + run->ids + "], \"closed\": " + std::to_string(run->closed) +
+             ", \"skipped\": " + std::to_string(run->skipped) + "}\n";
+    run->answer(std::move(r));
 }
 
 }  // namespace m0::server

@@ -14,11 +14,13 @@
 // only on a loopback listener): then no key is asked for.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "bus/channel.hpp"
+#include "bus/bus.hpp"
+#include "http/json.hpp"
 #include "http/message.hpp"
 #include "pool/metrics.hpp"
 #include "pool/pool.hpp"
@@ -36,15 +38,38 @@ class AdminApi {
     void add_pool(const Pool* pool) { pools_.push_back(pool); }
     // The key read again (SIGHUP); later requests are checked against it.
     void set_key(std::string key) { key_ = std::move(key); }
-    // The answer to one admin request; never throws.
+    // Gets the answer to one admin request, exactly once, on the loop thread:
+    // at once, or (a publish on a shared bus) after the bus answers. Never throws.
+    using Answer = std::function<void(http::Response)>;
+    void handle(const http::Request& req, Answer answer);
+    // handle() for an answer that comes at once (tests; every request on the
+    // in-process bus).
     http::Response handle(const http::Request& req);
 
   private:
-    // POST /publish/: Pushpin's items.
-    http::Response publish_items(const http::Request& req);
+    // What handle() still has to do once the request is checked: hand its
+    // events to the bus, which answers at once or later.
+    using Deferred = std::function<void(Answer)>;
+    // Every answer but a valid publish's; for that one, `later` is set.
+    http::Response answer_now(const http::Request& req, Deferred& later);
+    // POST /publish/: Pushpin's items, checked whole; `later` publishes them.
+    http::Response publish_items(const http::Request& req, Deferred& later);
 
     // Why a POST is not authorized (the 401 or 403 to answer), or nullopt.
     std::optional<http::Response> refuse(const http::Request& req) const;
+    // Pushpin items being published, one after the other.
+    struct ItemRun {
+        std::shared_ptr<std::vector<http::PushpinItem>> items;
+        size_t skipped = 0;
+        size_t next = 0;  // the next item to hand to the bus
+        std::string ids;  // of the items published so far, comma-separated
+        size_t closed = 0;
+        Answer answer;
+        bool driving = false;  // inside publish_item's loop
+        bool waiting = false;  // an item is with the bus
+        bool failed = false;   // answered with an error: nothing more
+    };
+    void publish_item(std::shared_ptr<ItemRun> run);
 
     std::string key_;
     bool open_;

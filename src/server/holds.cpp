@@ -31,6 +31,12 @@ const HoldTable::Hold* HoldTable::find(SlotRef slot) const {
 
 void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
                      const bus::Replay& replay, uint64_t reset_from, bus::KeepAlive keepalive) {
+    open_awaiting(slot, cursor, std::move(channels), std::move(keepalive));
+    replayed(slot, replay, reset_from, 0);
+}
+
+void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
+                              bus::KeepAlive keepalive) {
     Hold& h = holds_[slot.index];
     if (h.keepalive.every > 0) --own_keepalive_;
     h = Hold{};
@@ -38,17 +44,64 @@ void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> cha
     h.cursor = cursor;
     h.keepalive = std::move(keepalive);
     if (h.keepalive.every > 0) ++own_keepalive_;
+    h.last_id = cursor;
+    h.replaying = true;
+    h.replay_after = cursor;
     subs_.subscribe(slot, channels);
+    h.channels = std::move(channels);
+}
+
+bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now) {
+    Hold* h = find(slot);
+    if (!h || !h->replaying || h->dropped) return true;
+    // The live events that came while the replay was read wait behind it.
+    std::deque<Pending> live(h->pending.begin() + static_cast<std::ptrdiff_t>(h->replay_mark),
+                             h->pending.end());
+    h->pending.resize(h->replay_mark);
+    for (const auto& p : live)
+        if (p.live) h->pending_live -= std::min(h->pending_live, p.bytes.size());
     // Before any live event (they queue behind these until the head is out).
     if (reset_from != 0) {
-        h.pending.push_back(sse::encode_control(
-            sse::kResetEvent, "{\"oldest\": " + std::to_string(reset_from) + "}"));
+        h->pending.push_back(
+            {0,
+             sse::encode_control(sse::kResetEvent,
+                                 "{\"oldest\": " + std::to_string(reset_from) + "}"),
+             false});
         metrics_.resets_sent.fetch_add(1);
     }
     for (const auto& f : replay.events) {
-        h.pending.push_back(encode(f));
+        if (f.id <= h->replay_after) continue;  // queued before a resync began
+        h->pending.push_back({f.id, encode(f), false});
+        h->last_id = std::max(h->last_id, f.id);
         metrics_.events_replayed.fetch_add(1);
     }
+    // The replay holds every event up to its upto: a live copy is a duplicate.
+    for (auto& p : live) {
+        if (p.id != 0 && p.id <= replay.upto) {
+            metrics_.events_muted.fetch_add(1);
+            continue;
+        }
+        if (p.live) h->pending_live += p.bytes.size();
+        h->pending.push_back(std::move(p));
+    }
+    h->cursor = std::max(h->cursor, replay.upto);
+    h->last_id = std::max(h->last_id, replay.upto);
+    h->replaying = false;
+    if (!h->started) return true;
+    return flush(*h, now);
+}
+
+bool HoldTable::begin_resync(SlotRef slot, uint64_t& after, std::vector<std::string>& channels) {
+    Hold* h = find(slot);
+    if (!h || h->dropped) return false;
+    if (!h->replaying) {
+        h->replaying = true;
+        h->replay_mark = h->pending.size();
+        h->replay_after = h->last_id;
+    }
+    after = h->replay_after;
+    channels = h->channels;
+    return true;
 }
 
 bool HoldTable::start(SlotRef slot, double now) {
@@ -62,14 +115,15 @@ bool HoldTable::start(SlotRef slot, double now) {
 
 bool HoldTable::flush(Hold& h, double now) {
     size_t backlog = sink_.backlog(h.slot);
-    while (!h.pending.empty() && backlog <= cfg_.buffer_limit) {
-        const std::string& ev = h.pending.front();
-        backlog = sink_.write(h.slot, ev);
+    while (writable(h) > 0 && backlog <= cfg_.buffer_limit) {
+        const Pending& ev = h.pending.front();
+        backlog = sink_.write(h.slot, ev.bytes);
         h.last_write = now;
-        h.pending_live -= std::min(h.pending_live, ev.size());
+        if (ev.live) h.pending_live -= std::min(h.pending_live, ev.bytes.size());
         metrics_.events_delivered.fetch_add(1);
         h.wrote_since_tick = true;
         h.pending.pop_front();
+        if (h.replaying) --h.replay_mark;
     }
     return check_backlog(h, backlog, now);
 }
@@ -88,9 +142,10 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
             metrics_.events_muted.fetch_add(1);
             continue;
         }
-        if (!h->started || !h->pending.empty()) {
-            // Behind the head, or behind a replay still being paced out.
-            h->pending.push_back(bytes);
+        h->last_id = std::max(h->last_id, f.id);
+        if (!h->started || !h->pending.empty() || h->replaying) {
+            // Behind the head, or behind a replay still being read or paced out.
+            h->pending.push_back({f.id, bytes, h->started});
             if (h->started) {
                 h->pending_live += bytes.size();
                 check_backlog(*h, sink_.backlog(s), now);
@@ -110,8 +165,9 @@ bool HoldTable::write(Hold& h, std::string_view bytes, double now) {
 }
 
 bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
-    // Behind: the backlog is over the limit, or events still wait to be written.
-    if (backlog <= cfg_.buffer_limit && h.pending.empty()) {
+    // Behind: the backlog is over the limit, or events still wait to be written
+    // (not those waiting for a replay the bus has yet to answer).
+    if (backlog <= cfg_.buffer_limit && writable(h) == 0) {
         h.over_since = 0;
         return true;
     }
@@ -133,7 +189,7 @@ void HoldTable::heartbeat(double now) {
     for (SlotRef s : holding()) {
         Hold* h = find(s);
         if (!h || h->keepalive.every > 0) continue;
-        if (h->wrote_since_tick || !h->pending.empty()) {
+        if (h->wrote_since_tick || writable(*h) > 0) {
             h->wrote_since_tick = false;
             check_backlog(*h, sink_.backlog(s), now);
             continue;
@@ -148,7 +204,7 @@ void HoldTable::keepalive(double now) {
     if (own_keepalive_ == 0) return;
     for (SlotRef s : holding()) {
         Hold* h = find(s);
-        if (!h || h->keepalive.every <= 0 || !h->pending.empty() ||
+        if (!h || h->keepalive.every <= 0 || writable(*h) > 0 ||
             now - h->last_write < h->keepalive.every)
             continue;
         h->last_write = now;
@@ -163,7 +219,7 @@ void HoldTable::keepalive(double now) {
 void HoldTable::drained(SlotRef slot, size_t backlog, double now) {
     Hold* h = find(slot);
     if (!h || !h->started || h->dropped || backlog > cfg_.buffer_limit) return;
-    if (h->pending.empty()) {
+    if (writable(*h) == 0) {
         h->over_since = 0;
         return;
     }
@@ -187,6 +243,14 @@ std::vector<SlotRef> HoldTable::holding(const std::string& channel) const {
         const Hold* h = find(s);
         if (h && h->started && !h->dropped) out.push_back(s);
     }
+    return out;
+}
+
+std::vector<SlotRef> HoldTable::open_slots() const {
+    std::vector<SlotRef> out;
+    out.reserve(holds_.size());
+    for (const auto& [index, h] : holds_)
+        if (!h.dropped) out.push_back(h.slot);
     return out;
 }
 

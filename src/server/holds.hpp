@@ -19,6 +19,14 @@
 // back with its Last-Event-ID and is replayed from history), then the sink
 // closes the slot once that drains, within --hold-drain-timeout.
 //
+// The replay: open() takes it with the h frame (the in-process bus answers
+// at once). A shared bus answers after a round trip: open_awaiting() opens
+// the hold `replaying`, and live events that reach it meanwhile wait,
+// unwritten, behind where the replay goes; replayed() puts the replay there,
+// drops the waiting live events at or below its `upto` (the replay has them)
+// and mutes them from then on. begin_resync() (after the bus was down) puts a
+// hold back into that state, to be replayed from the last id it queued.
+//
 // The table reaches connections only through HoldSink (write bytes to a slot,
 // close it, end it after its output drains), so fan-out, heartbeats and the
 // slow-reader rule are unit-tested without sockets (test_holds.cpp).
@@ -70,6 +78,17 @@ class HoldTable {
     void open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
               const bus::Replay& replay = {}, uint64_t reset_from = 0,
               bus::KeepAlive keepalive = {});
+    // The h frame of a hold whose replay comes later (replayed()).
+    void open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
+                       bus::KeepAlive keepalive = {});
+    // The replay of a hold opened awaiting it (or being resynced): written
+    // ahead of the live events that came meanwhile, after an m0-reset when
+    // `reset_from` is not 0. False when writing closed the slot; true too when
+    // the slot awaits no replay (a late answer is ignored).
+    bool replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now);
+    // The bus was down: the hold awaits a replay after `after` (the last id
+    // it queued) on `channels`. False when the slot holds nothing.
+    bool begin_resync(SlotRef slot, uint64_t& after, std::vector<std::string>& channels);
     bool has(SlotRef slot) const { return find(slot) != nullptr; }
     // The head is written: the events that waited for it follow. False when
     // writing them closed the slot (a slow reader).
@@ -93,6 +112,8 @@ class HoldTable {
     std::vector<SlotRef> holding(const std::string& channel) const;
     // Every started hold that is not dropped.
     std::vector<SlotRef> holding() const;
+    // Every hold not dropped, started or not (a resync replays them all).
+    std::vector<SlotRef> open_slots() const;
     // Forgets the slot's hold and subscriptions (the connection closed).
     void release(SlotRef slot);
 
@@ -100,9 +121,21 @@ class HoldTable {
     const bus::Subscriptions& subscriptions() const { return subs_; }
 
   private:
+    struct Pending {
+        uint64_t id = 0;  // 0: a control event
+        std::string bytes;
+        bool live = false;  // counted in pending_live
+    };
     struct Hold {
         SlotRef slot;
-        uint64_t cursor = 0;
+        std::vector<std::string> channels;
+        uint64_t cursor = 0;   // live ids at or below it are muted
+        uint64_t last_id = 0;  // the highest id queued to it, or where it started
+        // Awaiting its replay: pending[replay_mark..] are live events that
+        // wait behind it, unwritten.
+        bool replaying = false;
+        size_t replay_mark = 0;
+        uint64_t replay_after = 0;      // the replay asked for ids above this
         bool started = false;           // the head is written
         bool dropped = false;           // a retry hint was sent: nothing more
         bool wrote_since_tick = false;  // heartbeat only when idle
@@ -111,7 +144,7 @@ class HoldTable {
         // before the head, then live events that came while those still
         // waited. They are written as the backlog drains under the limit, so
         // a large replay paces itself to the reader instead of filling memory.
-        std::deque<std::string> pending;
+        std::deque<Pending> pending;
         size_t pending_live = 0;   // bytes of live events among them (the slow-reader bound)
         bus::KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment every --heartbeat
         double last_write = 0;     // keepalive.every > 0: when it was last written to
@@ -124,6 +157,8 @@ class HoldTable {
     // Writes pending events while the backlog is under the limit.
     bool flush(Hold& h, double now);
     bool check_backlog(Hold& h, size_t backlog, double now);
+    // The pending events that may be written now (not those behind a replay).
+    static size_t writable(const Hold& h) { return h.replaying ? h.replay_mark : h.pending.size(); }
 
     HoldSink& sink_;
     HoldConfig cfg_;

@@ -45,7 +45,8 @@ bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::
     }
     auto* l =
         evconnlistener_new_bind(loop_.base(), admin ? on_admin_accept : on_accept, this,
-                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+                                LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+                                    (cfg_.reuse_port ? LEV_OPT_REUSEABLE_PORT : 0),
                                 512, res->ai_addr, static_cast<int>(res->ai_addrlen));
     int saved = errno;
     freeaddrinfo(res);

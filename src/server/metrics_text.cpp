@@ -44,6 +44,14 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
     line(o, "m0_history_bytes", "gauge", "Bytes kept for replay.", hist.bytes);
     line(o, "m0_history_evictions_total", "counter", "Events evicted from history.",
          hist.evictions);
+    if (const auto link = bus ? bus->link_stats() : bus::Bus::LinkStats{}; link.shared) {
+        line(o, "m0_bus_redis_up", "gauge", "1 while the Redis bus's links are connected.",
+             link.up ? 1 : 0);
+        line(o, "m0_bus_redis_reconnects_total", "counter",
+             "Times the Redis bus connected again after an outage.", link.reconnects);
+        line(o, "m0_bus_redis_publish_failures_total", "counter",
+             "Publishes the Redis bus failed (503, RuntimeError).", link.publish_failures);
+    }
     line(o, "m0_connections_open", "gauge", "Open client connections.", m.connections_open.load());
     line(o, "m0_connections_total", "counter", "Accepted client connections.",
          m.connections_total.load());

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 
-#include "bus/names.hpp"
 #include "loop/log.hpp"
 #include "server/conn.hpp"
 
@@ -36,6 +35,10 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
         std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });
     if (bus_) {
         bus_watch_ = std::make_unique<FdWatcher>(loop_, bus_->fd(), [this] { on_bus_ready(); });
+        bus_->attach({[this] { resync_holds(); },
+                      [this](const std::string& channel) {
+                          return !holds_.subscriptions().subscribers(channel).empty();
+                      }});
         heartbeat_timer_ = std::make_unique<Timer>(
             loop_, [this] { holds_.heartbeat(monotonic_seconds()); }, true);
         heartbeat_timer_->start(cfg_.heartbeat);
@@ -230,9 +233,23 @@ void Server::dispatch(Conn& c, Request req) {
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
-        Response r = admin_.handle(req);
-        send_whole(c, r);
-        finish_request(c);
+        // Answered at once, or (a publish on a shared bus) after a round
+        // trip: the connection waits like one whose request is in a pool.
+        c.phase = Phase::waiting;
+        c.deadline = monotonic_seconds() + cfg_.request_timeout;
+        const SlotRef slot = c.slot;  // `c` may be gone once an answer is written
+        admin_.handle(req, [this, slot](Response r) {
+            Conn* a = find(slot);
+            if (!a || a->phase != Phase::waiting) {
+                metrics_.completions_dropped.fetch_add(1);
+                return;
+            }
+            send_whole(*a, r);
+            finish_request(*a);
+        });
+        // A later answer: --request-timeout bounds the wait (504).
+        if (Conn* a = find(slot); a && a->phase == Phase::waiting)
+            arm_timer(*a, cfg_.request_timeout);
         return;
     }
     const MountEntry* mount = nullptr;
@@ -547,40 +564,6 @@ size_t Server::close_channel(const std::string& channel) {
     std::vector<SlotRef> targets = holds_.holding(channel);
     for (SlotRef s : targets) drop_hold(s);
     return targets.size();
-}
-
-void Server::on_bus_ready() {
-    if (!bus_) return;
-    std::deque<bus::Frame> frames;
-    bus_->drain(frames);
-    double now = monotonic_seconds();
-    for (auto& f : frames) {
-        if (auto* h = std::get_if<bus::HoldFrame>(&f))
-            sse_peer_frame(*h);
-        else
-            holds_.publish(std::get<bus::PublishFrame>(f), now);
-    }
-}
-
-void Server::sse_peer_frame(bus::HoldFrame& f) {
-    auto slot = bus::parse_reserved_stream_url(f.stream_url);
-    Conn* c = slot ? find(*slot) : nullptr;
-    if (!c || c->phase != Phase::waiting || holds_.has(*slot)) {
-        // The client left (or the index was reused): nobody to hold.
-        metrics_.frames_dropped.fetch_add(1);
-        metrics_.holds_open.fetch_sub(1);
-        return;
-    }
-    // Where the hold starts: after its cursor, or, on a first connect, at the
-    // position read before its handler ran. What was published from there up
-    // to the frame comes from history; later events arrive live.
-    const uint64_t after = f.cursor != 0 ? f.cursor : f.position;
-    bus::Replay replay;
-    if (after < f.upto || f.cursor != 0) replay = bus_->replay(f.channels, after, f.upto);
-    uint64_t reset_from = 0;
-    if (replay.gap && f.cursor != 0)
-        reset_from = replay.events.empty() ? f.upto + 1 : replay.events.front().id;
-    holds_.open(*slot, after, std::move(f.channels), replay, reset_from, std::move(f.keepalive));
 }
 
 // ---- HoldSink: how the hold table reaches connections -----------------------

@@ -74,6 +74,7 @@ struct ServerConfig {
     // Peers whose X-Forwarded-For / -Proto are believed (--forwarded-allow-ips);
     // none by default here, the binary's default is loopback.
     http::TrustedProxies forwarded_allow;
+    bool reuse_port = false;  // --workers: every worker binds the listeners (SO_REUSEPORT)
     std::string server_header = "m0serve/" M0_VERSION;
 };
 
@@ -165,6 +166,11 @@ class Server final : private HoldSink {
     void probe_departure(Conn& c);
     static bool peer_reset(const Conn& c);
     void sse_peer_frame(bus::HoldFrame& f);
+    // Asks the bus for a hold's replay; the answer goes to holds_.replayed.
+    void request_replay(SlotRef slot, const std::vector<std::string>& channels, uint64_t after,
+                        uint64_t upto, bool report_gap);
+    // The bus's resync hook: every hold is replayed from its last id.
+    void resync_holds();
     void drop_hold(SlotRef slot);
     bool output_full(const Conn& c) const;
     void resume_reading(Conn& c);

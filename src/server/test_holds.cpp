@@ -261,3 +261,61 @@ TEST_CASE("holds: a hold's own keep-alive (Grip-Keep-Alive) is written after its
     t.table.keepalive(200);  // released: nothing more, nothing touched
     CHECK(t.sink.sent[key(kA)] == "ka\nid: 1\ndata: e\n\nka\n");
 }
+
+// A shared bus answers a hold's replay later (open_awaiting, replayed).
+namespace {
+bus::Replay replay_of(std::vector<bus::PublishFrame> events, uint64_t upto) {
+    bus::Replay r;
+    r.events = std::move(events);
+    r.upto = upto;
+    return r;
+}
+}  // namespace
+
+TEST_CASE(
+    "holds: a hold awaiting its replay writes nothing before it, then the replay, then the live "
+    "events above its upto, each once",
+    "[holds]") {
+    Table t;
+    t.metrics.holds_open.fetch_add(1);
+    t.table.open_awaiting(kA, 10, {"x"});
+    REQUIRE(t.table.start(kA, 0));
+    t.table.publish(t.event(12, "x", "live and replayed"), 0);
+    t.table.publish(t.event(14, "x", "live only"), 0);
+    t.table.heartbeat(0);
+    CHECK(t.sink.sent[key(kA)] == ":\n\n");  // only a heartbeat: the events wait
+    REQUIRE(t.table.replayed(
+        kA, replay_of({t.event(11, "x", "replayed"), t.event(12, "x", "live and replayed")}, 13), 0,
+        0));
+    t.table.publish(t.event(13, "x", "a late live copy of the replay's"), 0);
+    t.table.publish(t.event(15, "x", "after"), 0);
+    CHECK(t.sink.sent[key(kA)] ==
+          ":\n\nid: 11\ndata: replayed\n\nid: 12\ndata: live and replayed\n\n"
+          "id: 14\ndata: live only\n\nid: 15\ndata: after\n\n");
+    CHECK(t.metrics.events_muted.load() == 2);  // 12 that waited, 13 that came late
+    // A second answer (a stale one) changes nothing.
+    CHECK(t.table.replayed(kA, replay_of({t.event(11, "x", "again")}, 13), 0, 0));
+    CHECK(t.sink.sent[key(kA)].find("again") == std::string::npos);
+}
+
+TEST_CASE(
+    "holds: a resync replays from the last id the hold queued, after an m0-reset when the bus lost "
+    "events",
+    "[holds]") {
+    Table t;
+    t.hold(kA, {"x", "y"});
+    t.table.publish(t.event(5, "x", "before"), 0);
+    uint64_t after = 0;
+    std::vector<std::string> channels;
+    REQUIRE(t.table.begin_resync(kA, after, channels));
+    CHECK(after == 5);
+    CHECK(channels == std::vector<std::string>{"x", "y"});
+    t.table.publish(t.event(9, "y", "live, newer than the replay"), 0);
+    REQUIRE(t.table.replayed(kA, replay_of({t.event(7, "y", "missed")}, 8), 7, 0));
+    CHECK(t.sink.sent[key(kA)] ==
+          "id: 5\ndata: before\n\n"
+          "event: m0-reset\ndata: {\"oldest\": 7}\n\n"
+          "id: 7\ndata: missed\n\nid: 9\ndata: live, newer than the replay\n\n");
+    CHECK(t.metrics.resets_sent.load() == 1);
+    CHECK_FALSE(t.table.begin_resync(SlotRef{9, 9}, after, channels));
+}

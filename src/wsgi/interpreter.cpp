@@ -53,7 +53,11 @@ PyObject* py_publish(PyObject*, PyObject* args, PyObject* kwargs) {
         PyErr_SetString(PyExc_RuntimeError, "publish needs m0serve --realtime");
         return nullptr;
     }
-    auto res = g_bus->publish(std::move(channel_s), std::move(data_s), std::move(event_s));
+    bus::PublishResult res;
+    // A shared bus answers after a round trip: other Python threads run meanwhile.
+    Py_BEGIN_ALLOW_THREADS;
+    res = g_bus->publish(std::move(channel_s), std::move(data_s), std::move(event_s));
+    Py_END_ALLOW_THREADS;
     switch (res.error) {
         case bus::PublishError::ok:
             break;
@@ -63,6 +67,7 @@ PyObject* py_publish(PyObject*, PyObject* args, PyObject* kwargs) {
             PyErr_SetString(PyExc_ValueError, bus::reason(res).c_str());
             return nullptr;
         case bus::PublishError::refused:
+        case bus::PublishError::unavailable:
             PyErr_SetString(PyExc_RuntimeError, bus::reason(res).c_str());
             return nullptr;
     }

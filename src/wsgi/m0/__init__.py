@@ -14,11 +14,14 @@ history cannot fill the gap the stream first carries ``event: m0-reset``
 (no id), and the application reloads its state.
 :func:`hold_stream_response` builds that answer.
 
-:func:`publish` hands an event to the server's in-process bus through the
-built-in module ``_m0``, which only m0serve provides. Without
-``--realtime``, or outside m0serve (``manage.py runserver``, unit tests),
-:func:`publish` raises :class:`RuntimeError` and :func:`realtime` returns
-``False``; a hold answer served by m0serve without ``--realtime`` degrades
+:func:`publish` hands an event to the server's bus (in process, or the
+Redis bus of ``--bus redis://...``) through the built-in module ``_m0``,
+which only m0serve provides. Outside m0serve (a management command, a cron
+job), with ``M0_BUS`` set to the servers' Redis URL, :func:`publish` runs the
+same publish script on that Redis (m0/redis_bus.py), so the event reaches
+every server's holds. Without ``--realtime``, or outside m0serve with no
+``M0_BUS`` (``manage.py runserver``, unit tests), :func:`publish` raises
+:class:`RuntimeError`; :func:`realtime` returns ``False`` outside m0serve; a hold answer served by m0serve without ``--realtime`` degrades
 to an ordinary response whose body is the head. Channel names are checked
 here as at every publish boundary of the server: not empty, at most 256
 bytes of UTF-8, no CR, LF or NUL, no space or tab as the first or last
@@ -27,6 +30,8 @@ per-connection channels (``m0.slot.``). A name is the same bytes everywhere:
 the server trims spaces and tabs around the commas of ``M0-Channel``, so a
 name that began or ended with one would be held as another name.
 """
+
+import os
 
 RESERVED_PREFIX = "m0.slot."
 MAX_CHANNEL_BYTES = 256
@@ -113,7 +118,8 @@ def publish(channel, data, event=None):
     message names the limit; the size is the event's bytes on the wire, its
     ``id:``, ``event:`` and ``data:`` lines), TypeError for arguments of the
     wrong type, and RuntimeError when the server does not run with
-    ``--realtime`` (or this is not m0serve), or its bus channel is full.
+    ``--realtime`` (or this is not m0serve and ``M0_BUS`` is not set), its
+    bus channel is full, or its Redis bus cannot take the event.
     """
     validate_channel(channel)
     event = _validate_event(event)
@@ -127,7 +133,13 @@ def publish(channel, data, event=None):
     data = data.replace("\r\n", "\n").replace("\r", "\n")
     native = _native()
     if native is None:
-        raise RuntimeError("m0.publish needs m0serve --realtime")
+        url = os.environ.get("M0_BUS")
+        if url:
+            from . import redis_bus
+
+            return redis_bus.publish(url, channel, data, event)
+        raise RuntimeError("m0.publish needs m0serve --realtime, "
+                           "or M0_BUS=redis://... outside m0serve")
     return native.publish(channel, data, event)
 
 

@@ -1,0 +1,44 @@
+#include "bus/bus.hpp"
+
+#include "http/sse.hpp"
+
+namespace m0::bus {
+
+std::string reason(const PublishResult& r) {
+    switch (r.error) {
+        case PublishError::ok:
+            return "ok";
+        case PublishError::bad_name:
+            return reason(r.name_error);
+        case PublishError::too_large:
+            return "event is " + std::to_string(r.size) + " bytes, over --max-event-size " +
+                   std::to_string(r.limit);
+        case PublishError::refused:
+            return "the bus channel is full or closed";
+        case PublishError::unavailable:
+            return r.detail;
+    }
+    return "refused";
+}
+
+PublishResult check_publish(const std::string& channel, const std::string& event,
+                            const std::string& data, size_t max_event_size, bool raw) {
+    PublishResult r;
+    r.name_error = check_channel(channel);
+    if (r.name_error == NameError::ok) r.name_error = check_event(event);
+    if (r.name_error != NameError::ok) {
+        r.error = PublishError::bad_name;
+        return r;
+    }
+    // Counted before the event is numbered: the widest id, so the verdict does
+    // not depend on which id it would get.
+    size_t size = raw ? data.size() : sse::encoded_size(UINT64_MAX, event, data);
+    if (size > max_event_size) {
+        r.error = PublishError::too_large;
+        r.size = size;
+        r.limit = max_event_size;
+    }
+    return r;
+}
+
+}  // namespace m0::bus

@@ -1,0 +1,424 @@
+#include "bus/redis_bus.hpp"
+
+#include <openssl/evp.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+#include "bus/hiredis.hpp"
+#include "bus/publish_lua.hpp"
+#include "loop/log.hpp"
+
+// The libevent adapter: static functions, in this file only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wold-style-cast"
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#include <hiredis/adapters/libevent.h>
+#pragma GCC diagnostic pop
+
+namespace m0::bus {
+
+using namespace redis;
+
+namespace {
+
+constexpr double kFirstBackoff = 0.05, kMaxBackoff = 2.0;  // seconds between reconnects
+constexpr double kSweepSeconds = 1.0;
+constexpr int kConnectSeconds = 5;  // an attempt that has not connected by then is given up  //
+                                    // unsubscribing idle channels, refreshing the position
+
+std::string sha1_hex(std::string_view text) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_Digest(text.data(), text.size(), md, &n, EVP_sha1(), nullptr);
+    std::string hex;
+    char byte[3];
+    for (unsigned i = 0; i < n; ++i) {
+        std::snprintf(byte, sizeof byte, "%02x", md[i]);
+        hex += byte;
+    }
+    return hex;
+}
+
+// A command's words, kept alive while hiredis reads them.
+struct Argv {
+    std::vector<std::string> words;
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    void finish() {
+        for (const auto& w : words) {
+            ptrs.push_back(w.data());
+            lens.push_back(w.size());
+        }
+    }
+    int argc() const { return static_cast<int>(words.size()); }
+};
+
+// EVALSHA of publish.lua for one event (see the script's header for the order).
+Argv publish_argv(const std::string& sha, const RedisBusOptions& o, const std::string& channel,
+                  const std::string& data, const std::string& event, bool raw) {
+    Argv a;
+    a.words = {"EVALSHA",
+               sha,
+               "5",
+               kCounterKey,
+               kEpochKey,
+               stream_key(channel),
+               kHistoryKey,
+               mark_key(channel),
+               pubsub_prefix(o.url.db) + channel,
+               std::to_string(o.history),
+               event,
+               data,
+               raw ? "1" : ""};
+    a.finish();
+    return a;
+}
+
+}  // namespace
+
+std::optional<RedisUrl> parse_redis_url(const std::string& text, std::string& err) {
+    RedisUrl u;
+    u.text = text;
+    auto bad = [&](const std::string& why) -> std::optional<RedisUrl> {
+        err = "--bus " + text + ": " + why;
+        return std::nullopt;
+    };
+    auto parse_db = [&](std::string_view s) {
+        int db = -1;
+        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), db);
+        return ec == std::errc() && p == s.data() + s.size() && db >= 0 && db <= 1000000 ? db : -1;
+    };
+    constexpr std::string_view kTcp = "redis://", kUnix = "redis+unix://";
+    std::string_view s = text;
+    if (s.starts_with(kUnix)) {
+        s.remove_prefix(kUnix.size());
+        size_t q = s.find('?');
+        u.unix_path = std::string(s.substr(0, q));
+        if (u.unix_path.empty() || u.unix_path[0] != '/')
+            return bad("wants redis+unix:///PATH[?db=N], the path absolute");
+        if (q != std::string_view::npos) {
+            std::string_view query = s.substr(q + 1);
+            if (!query.starts_with("db=") || (u.db = parse_db(query.substr(3))) < 0)
+                return bad("the only query is db=N (N a number)");
+        }
+        return u;
+    }
+    if (!s.starts_with(kTcp))
+        return bad("wants redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N]");
+    s.remove_prefix(kTcp.size());
+    size_t slash = s.find('/');
+    std::string_view hostport = s.substr(0, slash);
+    if (slash != std::string_view::npos && (u.db = parse_db(s.substr(slash + 1))) < 0)
+        return bad("the database after '/' must be a number");
+    if (hostport.find('@') != std::string_view::npos)
+        return bad("credentials in the URL are not supported");
+    size_t colon = hostport.rfind(':');
+    if (!hostport.empty() && hostport[0] == '[') {  // [v6]:port
+        size_t close = hostport.find(']');
+        if (close == std::string_view::npos) return bad("an unclosed '[' in the host");
+        u.host = std::string(hostport.substr(1, close - 1));
+        colon = close + 1 < hostport.size() && hostport[close + 1] == ':' ? close + 1
+                                                                          : std::string_view::npos;
+    } else {
+        u.host = std::string(hostport.substr(0, colon));
+    }
+    if (u.host.empty()) return bad("no host");
+    if (colon != std::string_view::npos) {
+        std::string_view p = hostport.substr(colon + 1);
+        unsigned port = 0;
+        auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+        if (ec != std::errc() || end != p.data() + p.size() || port == 0 || port > 65535)
+            return bad("the port must be a number from 1 to 65535");
+        u.port = static_cast<uint16_t>(port);
+    }
+    return u;
+}
+
+RedisBus::RedisBus(Loop& loop, RedisBusOptions options)
+    : loop_(loop), opt_(std::move(options)), sha_(sha1_hex(kPublishLua)), queue_(opt_.capacity) {
+    reconnect_timer_ = std::make_unique<Timer>(loop_, [this] { connect(); });
+    connect_timer_ = std::make_unique<Timer>(loop_, [this] {
+        if (!up_.load())
+            link_lost(nullptr, "no connection within " + std::to_string(kConnectSeconds) + " s");
+    });
+    sweep_timer_ = std::make_unique<Timer>(
+        loop_, [this] { sweep(); }, true);
+}
+
+RedisBus::~RedisBus() {
+    closing_ = true;  // pending callbacks run now, with no reply: they call nobody
+    for (redisAsyncContext** link : {&cmd_, &sub_}) {
+        if (redisAsyncContext* ac = *link) {
+            *link = nullptr;
+            redisAsyncFree(ac);
+        }
+    }
+    std::lock_guard lock(pub_mu_);
+    if (pub_) redisFree(pub_);
+}
+
+void RedisBus::raise_position(uint64_t id) {
+    uint64_t seen = last_id_.load();
+    while (seen < id && !last_id_.compare_exchange_weak(seen, id)) {
+    }
+}
+
+bool RedisBus::start(double wait) {
+    connect();
+    sweep_timer_->start(kSweepSeconds);
+    loop_.run_until([this] { return up_.load(); },
+                    std::chrono::milliseconds(static_cast<int64_t>(wait * 1000)));
+    return up_.load();
+}
+
+Bus::LinkStats RedisBus::link_stats() const {
+    return {true, up_.load(), reconnects_.load(), publish_failures_.load()};
+}
+
+// ---- publishing ------------------------------------------------------------
+
+PublishResult RedisBus::publish_result(const redisReply* reply, const std::string& why_none) {
+    PublishResult r;
+    std::string why = why_none;
+    if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0) {
+        r.id = static_cast<uint64_t>(reply->integer);
+        raise_position(r.id);
+        published.fetch_add(1);
+        return r;
+    }
+    if (reply && reply->type == REDIS_REPLY_ERROR) why = std::string(reply->str, reply->len);
+    if (reply && why.empty()) why = "an unexpected reply to the publish script";
+    r.error = PublishError::unavailable;
+    r.detail = "redis bus " + opt_.url.text + ": " + why;
+    publish_failures_.fetch_add(1);
+    return r;
+}
+
+bool RedisBus::publish_link_ready_locked(std::string& err) {
+    if (pub_ && !pub_->err) {
+        // An idle link has nothing to read; one that has (EOF: Redis went
+        // away or restarted since) is replaced before it is used.
+        pollfd p{pub_->fd, POLLIN | POLLRDHUP, 0};
+        if (::poll(&p, 1, 0) == 0) return true;
+    }
+    if (pub_) redisFree(pub_);
+    const timeval tv = to_timeval(opt_.timeout);
+    pub_ = opt_.url.unix_path.empty()
+               ? redisConnectWithTimeout(opt_.url.host.c_str(), opt_.url.port, tv)
+               : redisConnectUnixWithTimeout(opt_.url.unix_path.c_str(), tv);
+    if (pub_ && !pub_->err) {
+        redisSetTimeout(pub_, tv);
+        // The database, then the script (EVALSHA needs it loaded on this Redis).
+        auto* sel = static_cast<redisReply*>(redisCommand(pub_, "SELECT %d", opt_.url.db));
+        auto* load = static_cast<redisReply*>(
+            redisCommand(pub_, "SCRIPT LOAD %b", kPublishLua, std::strlen(kPublishLua)));
+        const bool ok = sel && sel->type != REDIS_REPLY_ERROR && load &&
+                        load->type == REDIS_REPLY_STRING && sha_ == load->str;
+        err = !sel || !load ? std::string(pub_->errstr)
+              : !ok         ? "SELECT or SCRIPT LOAD refused"
+                            : "";
+        if (sel) freeReplyObject(sel);
+        if (load) freeReplyObject(load);
+        if (ok) return true;
+    } else {
+        err = pub_ ? pub_->errstr : "out of memory";
+    }
+    if (pub_) redisFree(pub_);
+    pub_ = nullptr;
+    return false;
+}
+
+PublishResult RedisBus::publish(std::string channel, std::string data, std::string event,
+                                bool raw) {
+    if (raw) event.clear();  // written as it is: a name would appear nowhere
+    PublishResult r = check_publish(channel, event, data, opt_.max_event_size, raw);
+    if (r.error == PublishError::too_large) too_large.fetch_add(1);
+    if (!r.ok()) return r;
+    if (!up_.load()) return publish_result(nullptr, "not connected (reconnecting)");
+    std::lock_guard lock(pub_mu_);
+    std::string err;
+    if (!publish_link_ready_locked(err)) return publish_result(nullptr, err);
+    Argv a = publish_argv(sha_, opt_, channel, data, event, raw);
+    auto* reply =
+        static_cast<redisReply*>(redisCommandArgv(pub_, a.argc(), a.ptrs.data(), a.lens.data()));
+    if (!reply) {
+        // No answer: whether Redis ran it is unknown, and the caller hears so.
+        err = std::string("no answer: ") + pub_->errstr;
+        redisFree(pub_);
+        pub_ = nullptr;
+    }
+    PublishResult res = publish_result(reply, err);
+    if (reply) freeReplyObject(reply);
+    return res;
+}
+
+void RedisBus::publish_later(std::string channel, std::string data, std::string event, bool raw,
+                             PublishDone done) {
+    if (raw) event.clear();
+    PublishResult r = check_publish(channel, event, data, opt_.max_event_size, raw);
+    if (r.error == PublishError::too_large) too_large.fetch_add(1);
+    if (!r.ok()) return done(r);
+    if (!up_.load() || !cmd_) return done(publish_result(nullptr, "not connected (reconnecting)"));
+    Argv a = publish_argv(sha_, opt_, channel, data, event, raw);
+    auto* pending = new PublishDone(std::move(done));
+    if (redisAsyncCommandArgv(cmd_, on_publish_reply, pending, a.argc(), a.ptrs.data(),
+                              a.lens.data()) != REDIS_OK) {
+        std::unique_ptr<PublishDone> owned(pending);
+        (*owned)(publish_result(nullptr, "the command link refused the publish"));
+    }
+}
+
+void RedisBus::on_publish_reply(redisAsyncContext* ac, void* reply, void* priv) {
+    std::unique_ptr<PublishDone> done(static_cast<PublishDone*>(priv));
+    auto* self = static_cast<RedisBus*>(ac->data);
+    if (self->closing_) return;
+    (*done)(self->publish_result(static_cast<redisReply*>(reply),
+                                 "the connection was lost before Redis answered"));
+}
+
+bool RedisBus::send(HoldFrame frame) {
+    // Other processes publish too: the replay reads where it ends from Redis.
+    frame.upto = kUptoUnknown;
+    bool ok = queue_.push(Frame{std::move(frame)});
+    if (!ok) refused.fetch_add(1);
+    return ok;
+}
+
+// ---- the links ---------------------------------------------------------------
+
+redisAsyncContext* RedisBus::open_link() {
+    redisAsyncContext* ac = opt_.url.unix_path.empty()
+                                ? redisAsyncConnect(opt_.url.host.c_str(), opt_.url.port)
+                                : redisAsyncConnectUnix(opt_.url.unix_path.c_str());
+    if (!ac) return nullptr;
+    if (ac->err) {
+        M0_LOG(debug, "redis bus: cannot open a link: ", ac->errstr);
+        redisAsyncFree(ac);
+        return nullptr;
+    }
+    ac->data = this;
+    redisLibeventAttach(ac, loop_.base());
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    return ac;
+}
+
+void RedisBus::connect() {
+    if (closing_ || cmd_ || sub_) return;
+    cmd_ready_ = sub_ready_ = false;
+    cmd_ = open_link();
+    sub_ = cmd_ ? open_link() : nullptr;
+    if (!cmd_ || !sub_) {
+        link_lost(nullptr, "cannot open a connection");
+        return;
+    }
+    connect_timer_->start(kConnectSeconds);
+    // Queued now, sent in this order once connected.
+    redisAsyncCommand(cmd_, nullptr, nullptr, "SELECT %d", opt_.url.db);
+    redisAsyncCommand(cmd_, nullptr, nullptr, "SCRIPT LOAD %b", kPublishLua,
+                      std::strlen(kPublishLua));
+    // Python publishers (m0/redis_bus.py) trim streams to this length too.
+    redisAsyncCommand(cmd_, nullptr, nullptr, "SET %s %s", kHistoryKey,
+                      std::to_string(opt_.history).c_str());
+    redisAsyncCommand(cmd_, on_position_reply, nullptr, "GET %s", kCounterKey);
+}
+
+void RedisBus::on_connect(const redisAsyncContext* ac, int status) {
+    auto* self = static_cast<RedisBus*>(ac->data);
+    if (status != REDIS_OK) {
+        // hiredis frees this context when the callback returns.
+        self->link_lost(ac, std::string("cannot connect: ") + ac->errstr);
+        return;
+    }
+    if (ac == self->cmd_) self->cmd_ready_ = true;
+    if (ac == self->sub_) self->sub_ready_ = true;
+    if (self->cmd_ready_ && self->sub_ready_) self->on_up();
+}
+
+void RedisBus::on_disconnect(const redisAsyncContext* ac, int status) {
+    auto* self = static_cast<RedisBus*>(ac->data);
+    self->link_lost(ac, status == REDIS_OK ? std::string("connection closed")
+                                           : std::string("connection lost: ") + ac->errstr);
+}
+
+void RedisBus::link_lost(const redisAsyncContext* ac, const std::string& why) {
+    if (closing_) return;
+    if (ac && ac != cmd_ && ac != sub_) return;  // a link already let go
+    if (ac == cmd_) cmd_ = nullptr;              // hiredis frees it
+    if (ac == sub_) sub_ = nullptr;
+    // Both links go, and come back, together. Freeing one runs its pending
+    // callbacks with no reply: publishes answer 503, replays are dropped (the
+    // resync after the reconnect asks again).
+    for (redisAsyncContext** link : {&cmd_, &sub_}) {
+        if (redisAsyncContext* other = *link) {
+            *link = nullptr;
+            redisAsyncFree(other);
+        }
+    }
+    cmd_ready_ = sub_ready_ = false;
+    up_.store(false);
+    connect_timer_->stop();
+    channels_.clear();
+    ops_.clear();
+    op_in_flight_ = false;
+    if (down_since_ == 0) down_since_ = monotonic_seconds();
+    if (!outage_logged_) {
+        M0_LOG(warn, "redis bus ", opt_.url.text, ": ", why,
+               "; holds stay open, publishes fail until it is back; reconnecting");
+        outage_logged_ = true;
+    } else {
+        M0_LOG(debug, "redis bus ", opt_.url.text, ": ", why);
+    }
+    if (reconnect_timer_->pending()) return;
+    backoff_ = backoff_ == 0 ? kFirstBackoff : std::min(backoff_ * 2, kMaxBackoff);
+    reconnect_timer_->start(backoff_);
+}
+
+void RedisBus::on_up() {
+    connect_timer_->stop();
+    up_.store(true);
+    backoff_ = 0;
+    if (outage_logged_) {
+        reconnects_.fetch_add(1);
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%.1f", monotonic_seconds() - down_since_);
+        M0_LOG(info, "redis bus ", opt_.url.text, ": connected again after ", secs, " s");
+    } else {
+        M0_LOG(info, "redis bus: connected to ", opt_.url.text);
+    }
+    down_since_ = 0;
+    outage_logged_ = false;
+    // What holds missed while the bus was down (or asked for meanwhile).
+    if (hooks_.resync) hooks_.resync();
+}
+
+void RedisBus::on_position_reply(redisAsyncContext* ac, void* reply, void*) {
+    auto* self = static_cast<RedisBus*>(ac->data);
+    uint64_t id = reply_id(static_cast<redisReply*>(reply));
+    self->raise_position(id);
+}
+
+void RedisBus::sweep() {
+    if (!up_.load()) return;
+    if (frames_lost_) {
+        frames_lost_ = false;
+        if (hooks_.resync) hooks_.resync();
+    }
+    // A channel no hold listens to any more is unsubscribed.
+    for (auto& [channel, st] : channels_) {
+        if (st.sub != ChannelState::Sub::subscribed || !st.waiters.empty()) continue;
+        if (hooks_.held && hooks_.held(channel)) continue;
+        st.sub = ChannelState::Sub::unsubscribing;
+        ops_.push_back(Op{false, channel});
+    }
+    pump_ops();
+    // Where a hold that starts now begins (position()): the shared counter.
+    redisAsyncCommand(cmd_, on_position_reply, nullptr, "GET %s", kCounterKey);
+}
+
+}  // namespace m0::bus

@@ -1,0 +1,195 @@
+// RedisBus: the bus that every m0serve process on one Redis shares
+// (--bus redis://HOST:PORT/DB). The in-process bus (channel.hpp) stays the
+// default.
+//
+// DESIGN
+// Redis holds the truth: the id counter, each channel's history (a stream
+// whose entry ids are the m0 ids, "<id>-0", trimmed to --history), and the
+// live fan-out (pub/sub). One Lua script, src/bus/publish.lua (embedded at
+// build time; the Python m0 package runs the same file), numbers, appends and
+// publishes in one atomic step, so id order is publish order across
+// processes. Three links:
+//   publish link   blocking hiredis, under pub_mu_: publish() from pool
+//                  threads (blocking threads may wait one round trip); the id,
+//                  or PublishError::unavailable, never silence.
+//   command link   hiredis async on the loop (libevent adapter): the admin
+//                  API's publish_later() (the loop never waits on Redis), the
+//                  replay reads, the position refresh.
+//   subscriber     hiredis async on the loop: SUBSCRIBE/UNSUBSCRIBE, one at a
+//                  time (hiredis 0.14 keeps one callback per channel, and an
+//                  UNSUBSCRIBE reply would drop the callback of a SUBSCRIBE
+//                  sent behind it), and the messages, queued as PublishFrames
+//                  on the local queue the loop drains with h frames.
+// The seam, a hold's replay against its live events: replay_later() first
+// makes sure every channel is subscribed (its SUBSCRIBE answered), then
+// reads in one MULTI/EXEC the counter (`upto`), the epoch, each channel's
+// mark and each stream after `after`. Everything published after the
+// subscription took effect arrives live; everything published before the
+// read is in the streams; the hold mutes live ids <= upto, so each event
+// reaches it once, in id order (HoldTable::replayed).
+// Gaps (m0-reset): a cursor below a channel's mark (the newest id trimmed
+// from its stream), or below the epoch (the first id this Redis's data has:
+// Redis lost its data), or any cursor when the counter does not exist.
+// Redis down: publishes fail loudly, holds stay open, the loop reconnects
+// with backoff (logged once per outage), and once both async links are up
+// calls LoopHooks::resync: every hold is replayed from its last id, which
+// subscribes its channels again.
+// Threads: publish(), position(), send(), drain(), the counters and `up_`:
+// any thread. The async links, the channel table, the operations queue,
+// the timers: the loop thread.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bus/bus.hpp"
+#include "loop/loop.hpp"
+#include "loop/notify_queue.hpp"
+
+struct redisAsyncContext;
+struct redisContext;
+struct redisReply;
+
+namespace m0::bus {
+
+// Where Redis is. redis://HOST[:PORT][/DB] (PORT 6379, DB 0 by default) or
+// redis+unix:///PATH[?db=N].
+struct RedisUrl {
+    std::string host;  // empty for a unix socket
+    uint16_t port = 6379;
+    std::string unix_path;  // set for redis+unix://
+    int db = 0;
+    std::string text;  // as given, for messages
+};
+// The parsed URL, or nullopt with `err` set to one line naming what is wrong.
+std::optional<RedisUrl> parse_redis_url(const std::string& text, std::string& err);
+
+// Points where a test may act (RedisBusOptions::hook), each right after the
+// step it names, before the loop sends what that step queued.
+enum class RedisPoint {
+    subscribing,  // a SUBSCRIBE is queued on the subscriber link
+    subscribed,   // a SUBSCRIBE was answered; the replay read is not yet queued
+    reading,      // a replay read (MULTI ... EXEC) is queued
+    replayed,     // a replay was handed to its hold
+};
+
+struct RedisBusOptions {
+    RedisUrl url;
+    size_t capacity = 65536;               // local frames before send() refuses (503)
+    size_t max_event_size = 256 * 1024;    // --max-event-size
+    size_t history = 64;                   // --history: each stream's length
+    double timeout = 2;                    // the publish link's connect and reply bound, seconds
+    std::function<void(RedisPoint)> hook;  // tests only; loop thread
+};
+
+class RedisBus final : public Bus {
+  public:
+    RedisBus(Loop& loop, RedisBusOptions options);
+    ~RedisBus() override;
+    RedisBus(const RedisBus&) = delete;
+    RedisBus& operator=(const RedisBus&) = delete;
+
+    // Loop thread: connects, waiting up to `wait` seconds for Redis; false
+    // when it is not there yet (the loop keeps trying, with backoff).
+    bool start(double wait);
+
+    PublishResult publish(std::string channel, std::string data, std::string event = {},
+                          bool raw = false) override;
+    void publish_later(std::string channel, std::string data, std::string event, bool raw,
+                       PublishDone done) override;
+    uint64_t position() const override { return last_id_.load(); }
+    bool send(HoldFrame frame) override;
+    size_t drain(std::deque<Frame>& out) override { return queue_.drain(out); }
+    int fd() const override { return queue_.fd(); }
+    void replay_later(const std::vector<std::string>& channels, uint64_t after, uint64_t upto,
+                      ReplayDone done) override;
+    size_t max_event_size() const override { return opt_.max_event_size; }
+    // Redis keeps the history: nothing is counted here.
+    HistoryStats history_stats() const override { return {}; }
+    void attach(LoopHooks hooks) override { hooks_ = std::move(hooks); }
+    LinkStats link_stats() const override;
+
+    bool up() const { return up_.load(); }
+    // Loop thread: channels subscribed or being subscribed (tests).
+    size_t channels() const { return channels_.size(); }
+
+  private:
+    struct ReplayRequest {
+        std::vector<std::string> channels;  // distinct
+        uint64_t after = 0;
+        ReplayDone done;
+        size_t waiting = 0;  // channels whose SUBSCRIBE is not yet answered
+    };
+    struct ChannelState {
+        enum class Sub { subscribing, subscribed, unsubscribing } sub = Sub::subscribing;
+        std::vector<std::shared_ptr<ReplayRequest>> waiters;  // replays waiting for SUBSCRIBE
+    };
+    struct Op {
+        bool subscribe = true;
+        std::string channel;
+    };
+
+    // Loop thread: the async links.
+    void connect();
+    redisAsyncContext* open_link();
+    void link_lost(const redisAsyncContext* ac, const std::string& why);
+    void schedule_reconnect();
+    void on_up();
+    static void on_connect(const redisAsyncContext* ac, int status);
+    static void on_disconnect(const redisAsyncContext* ac, int status);
+    static void on_sub_reply(redisAsyncContext* ac, void* reply, void* priv);
+    static void on_publish_reply(redisAsyncContext* ac, void* reply, void* priv);
+    static void on_replay_reply(redisAsyncContext* ac, void* reply, void* priv);
+    static void on_position_reply(redisAsyncContext* ac, void* reply, void* priv);
+    void on_message(const std::string& channel, const redisReply& payload);
+    // Any thread: position() becomes at least `id`.
+    void raise_position(uint64_t id);
+    void on_subscribed(const std::string& channel);
+    void pump_ops();
+    void read_replay(const std::shared_ptr<ReplayRequest>& req);
+    void sweep();
+    void at(RedisPoint p) const {
+        if (opt_.hook) opt_.hook(p);
+    }
+    // Any thread: what publish answers from a reply (or its absence).
+    PublishResult publish_result(const redisReply* reply, const std::string& why_none);
+    // Publish link, under pub_mu_: a connected, fresh link, or false with `err`.
+    bool publish_link_ready_locked(std::string& err);
+
+    Loop& loop_;
+    const RedisBusOptions opt_;  // immutable after construction: any thread
+    const std::string sha_;      // the script's SHA-1: any thread
+    NotifyQueue<Frame> queue_;   // any thread pushes; the loop drains
+    std::atomic<uint64_t> last_id_{0};
+    std::atomic<bool> up_{false};  // written by the loop: both async links connected
+    std::atomic<uint64_t> reconnects_{0}, publish_failures_{0};
+
+    std::mutex pub_mu_;
+    redisContext* pub_ = nullptr;  // guarded by pub_mu_
+
+    // Loop thread only from here on.
+    LoopHooks hooks_;
+    redisAsyncContext* cmd_ = nullptr;
+    redisAsyncContext* sub_ = nullptr;
+    bool cmd_ready_ = false, sub_ready_ = false;
+    bool closing_ = false;        // the destructor runs: callbacks call nobody
+    double down_since_ = 0;       // monotonic seconds of this outage's start; 0: up
+    bool outage_logged_ = false;  // one warning an outage
+    double backoff_ = 0;
+    std::unordered_map<std::string, ChannelState> channels_;  // by m0 channel name
+    std::deque<Op> ops_;
+    bool op_in_flight_ = false;
+    bool frames_lost_ = false;  // a message did not fit the local queue: resync
+    // reconnect_timer_: the next attempt; connect_timer_: an attempt that
+    // hangs (hiredis's async connect has no timeout of its own).
+    std::unique_ptr<Timer> reconnect_timer_, connect_timer_, sweep_timer_;
+};
+
+}  // namespace m0::bus
