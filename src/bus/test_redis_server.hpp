@@ -10,9 +10,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <regex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -115,10 +115,15 @@ inline bus::RedisBusOptions bus_options(const RedisServer& redis, size_t history
 
 // The ids of the events in an SSE stream, in order.
 inline std::vector<uint64_t> ids_in(const std::string& stream) {
+    // Each complete line `id: DIGITS`.
     std::vector<uint64_t> out;
-    static const std::regex id_line("id: (\\d+)\n");
-    for (std::sregex_iterator it(stream.begin(), stream.end(), id_line), end; it != end; ++it)
-        out.push_back(std::stoull((*it)[1]));
+    for (size_t at = 0, lf; (lf = stream.find('\n', at)) != std::string::npos; at = lf + 1) {
+        std::string_view line(stream.data() + at, lf - at);
+        if (!line.starts_with("id: ") || line.size() == 4 ||
+            line.find_first_not_of("0123456789", 4) != std::string_view::npos)
+            continue;
+        out.push_back(std::stoull(std::string(line.substr(4))));
+    }
     return out;
 }
 
