@@ -120,8 +120,11 @@ bool loopback_only(std::string host) {
 }
 
 void apply_forwarded(Request& req, const TrustedProxies& trusted) {
-    if (!trusted.trusts(req.remote_addr)) return;
-    if (auto xff = req.headers.get_joined("X-Forwarded-For")) {
+    // Most requests carry neither header: no address is parsed for them.
+    auto xff = req.headers.get_joined("X-Forwarded-For");
+    auto proto = req.headers.get_joined("X-Forwarded-Proto");
+    if ((!xff && !proto) || !trusted.trusts(req.remote_addr)) return;
+    if (xff) {
         auto hops = items(*xff);
         // From the right, past every trusted proxy; the leftmost when all are.
         std::string_view client;
@@ -133,7 +136,7 @@ void apply_forwarded(Request& req, const TrustedProxies& trusted) {
         bool v6 = false;
         if (!client.empty() && to_bytes(client, b, v6)) req.remote_addr = std::string(client);
     }
-    if (auto proto = req.headers.get_joined("X-Forwarded-Proto")) {
+    if (proto) {
         auto values = items(*proto);
         if (!values.empty()) {
             std::string last(values.back());
