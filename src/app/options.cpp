@@ -1,0 +1,280 @@
+// The command line's parser. Main thread, before anything starts.
+#include "app/options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+
+#include "http/forwarded.hpp"
+
+namespace m0::app {
+
+const char* const kUsage =
+    R"(usage: m0serve [options] [APP]
+
+  APP                         a WSGI application at /, as gunicorn takes it:
+                              module.path (its `application`) or module:callable;
+                              the same as --mount /=module.path:application
+  --listen HOST:PORT          where to serve (default 127.0.0.1:8000)
+  --mount PREFIX=SPEC         repeatable; SPEC is module.path:callable (WSGI)
+                              or a compiled-in mojo mount name (mojo)
+  --blocking-threads N        WSGI pool threads (default 4)
+  --mojo-threads N            mojo pool threads (default 2)
+  --max-queued N              jobs waiting per pool; past it, 503 (default 1024)
+  --chdir DIR                 change directory first; DIR (default: the current
+                              directory) goes on sys.path
+  --pythonpath DIR            repeatable; prepended to sys.path
+  --log-level LEVEL           debug, info, warn, error (default info)
+  --forwarded-allow-ips LIST  peers whose X-Forwarded-For / X-Forwarded-Proto set
+                              REMOTE_ADDR and wsgi.url_scheme: addresses, CIDR
+                              blocks, or * (default 127.0.0.1,::1; '' for none)
+  --max-header-size BYTES     request head limit, 431 past it (default 16384)
+  --max-headers N             header field lines per request, 431 past it (default 100)
+  --max-body-size BYTES       request body limit, 413 past it (default 16777216)
+  --header-timeout SECONDS    time to receive a request, 408 past it (default 10)
+  --keepalive-timeout SECONDS idle keep-alive connections are closed (default 30)
+  --write-timeout SECONDS     output that does not drain is cut (default 60)
+  --request-timeout SECONDS   an application that has not answered is 504 (default 60)
+  --max-connections N         past it, 503 and close (default: what the file
+                              descriptor limit allows, at least --max-holds
+                              with --realtime)
+  --grace SECONDS             SIGTERM: time for in-flight requests (default 10)
+  --workers N                 worker processes sharing the listeners (SO_REUSEPORT)
+                              under a supervising parent (default 1: no parent);
+                              with --realtime, needs --bus redis://...
+  --realtime                  wire the bus channel: holds and publish
+  --bus URL                   with --realtime: the bus. in-process (default), or
+                              redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N],
+                              shared by every m0serve on that Redis
+  --heartbeat SECONDS         comment heartbeat on idle holds (default 15)
+  --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
+  --hold-drain-timeout SECONDS
+                              a hold over that limit this long is closed (default 5)
+  --output-high-water BYTES   unsent output past which a connection gets no more:
+                              streams wait, pipelined requests wait (default 262144)
+  --max-event-size BYTES      larger events are refused at publish (default
+                              262144, or a quarter of --hold-buffer-limit if
+                              smaller); must be below --hold-buffer-limit
+  --max-holds N               past it, a hold answer is 503 (default 10000)
+  --max-hold-channels N       a hold naming more channels is 502 (default 64)
+  --history N                 events kept per channel for replay (default 64; 0: none)
+  --history-seconds SECONDS   none kept longer (default 3600)
+  --history-bytes BYTES       kept across all channels, oldest first out (default 67108864)
+  --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
+  --admin-key-file PATH       bearer key for admin POST /publish (or a JWT signed with it)
+  --admin-open                admin POSTs need no key; only with a loopback --admin-listen
+  --grant-key-file PATH       keys that verify grants (KID HEX per line)
+  --check                     load everything (apps, keys, bus), bind the
+                              listeners, print the configuration, exit 0 (or 2
+                              with the reason) without serving
+  --help, --version
+)";
+
+namespace {
+
+[[noreturn]] void fail(const std::string& why) { throw OptionError(why); }
+
+template <class T>
+T parse_number(const std::string& flag, const std::string& v, T lo, T hi) {
+    T n{};
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size() || n < lo || n > hi)
+        fail(flag + " wants a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+            ", got '" + v + "'");
+    return n;
+}
+
+double parse_seconds(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(d > 0) || d > 86400)
+        fail(flag + " wants seconds above 0 (at most 86400), got '" + v + "'");
+    return d;
+}
+
+void parse_hostport(const std::string& flag, const std::string& v, std::string& host,
+                    uint16_t& port) {
+    size_t colon = v.rfind(':');
+    if (colon == std::string::npos || colon == 0) fail(flag + " wants HOST:PORT, got '" + v + "'");
+    host = v.substr(0, colon);
+    port = parse_number<uint16_t>(flag, v.substr(colon + 1), 0, 65535);
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv, const std::vector<std::string>& known_mojo) {
+    Options o;
+    std::optional<std::string> positional;    // APP
+    std::string forwarded = "127.0.0.1,::1";  // gunicorn's default
+        for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        std::string v;
+        size_t eq = a.find('=');
+        if (a.starts_with("--") && eq != std::string::npos) {
+            v = a.substr(eq + 1);
+            a = a.substr(0, eq);
+        }
+        auto value = [&]() -> std::string {
+            if (!v.empty() || a.size() < std::string(argv[i]).size()) return v;
+            if (i + 1 >= argc) fail(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        } else if (a == "--check") {
+            o.check = true;
+        } else if (a == "--version") {
+            std::printf("m0serve %s\n", M0_VERSION);
+            std::exit(0);
+        } else if (a == "--listen") {
+            parse_hostport(a, value(), o.host, o.port);
+        } else if (a == "--mount") {
+            std::string m = value();
+            size_t e = m.find('=');
+            if (e == std::string::npos || e == 0 || m[0] != '/' || e + 1 == m.size())
+                fail("--mount wants PREFIX=SPEC with PREFIX starting with '/', got '" + m + "'");
+            MountSpec ms{m.substr(0, e), m.substr(e + 1), false};
+            ms.wsgi = ms.spec.find(':') != std::string::npos;
+            if (!ms.wsgi) {
+                bool found = false;
+                std::string names;
+                for (const auto& n : known_mojo) {
+                    found = found || n == ms.spec;
+                    names += (names.empty() ? "" : ", ") + n;
+                }
+                if (!found)
+                    fail("--mount " + m + ": '" + ms.spec +
+                        "' is neither module:callable nor a compiled-in mojo mount (" + names +
+                        ")");
+            }
+            for (const auto& other : o.mounts)
+                if (other.prefix == ms.prefix)
+                    fail("--mount: prefix " + ms.prefix + " is mounted twice");
+            o.mounts.push_back(ms);
+        } else if (a == "--blocking-threads") {
+            o.blocking_threads = parse_number<size_t>(a, value(), 1, 1024);
+        } else if (a == "--mojo-threads") {
+            o.mojo_threads = parse_number<size_t>(a, value(), 1, 1024);
+        } else if (a == "--max-queued") {
+            o.max_queued = parse_number<size_t>(a, value(), 1, 10000000);
+        } else if (a == "--chdir") {
+            o.chdir = value();
+        } else if (a == "--pythonpath") {
+            o.pythonpath.push_back(value());
+        } else if (a == "--forwarded-allow-ips") {
+            forwarded = value();  // '' trusts none
+        } else if (a == "--log-level") {
+            std::string l = value();
+            if (!log::parse_level(l, o.level))
+                fail("--log-level wants debug, info, warn or error, got '" + l + "'");
+        } else if (a == "--max-header-size") {
+            o.server.limits.max_header = parse_number<size_t>(a, value(), 256, 1 << 24);
+        } else if (a == "--max-headers") {
+            o.server.limits.max_headers = parse_number<size_t>(a, value(), 1, 100000);
+        } else if (a == "--max-body-size") {
+            o.server.limits.max_body = parse_number<size_t>(a, value(), 0, size_t(1) << 40);
+        } else if (a == "--header-timeout") {
+            o.server.header_timeout = parse_seconds(a, value());
+        } else if (a == "--keepalive-timeout") {
+            o.server.keepalive_timeout = parse_seconds(a, value());
+        } else if (a == "--write-timeout") {
+            o.server.write_timeout = parse_seconds(a, value());
+        } else if (a == "--request-timeout") {
+            o.server.request_timeout = parse_seconds(a, value());
+        } else if (a == "--max-connections") {
+            o.server.max_connections = parse_number<size_t>(a, value(), 1, 1000000);
+            o.max_connections_given = true;
+        } else if (a == "--grace") {
+            o.server.grace = parse_seconds(a, value());
+        } else if (a == "--realtime") {
+            o.realtime = true;
+        } else if (a == "--workers") {
+            o.workers = parse_number<int>(a, value(), 1, 64);
+        } else if (a == "--bus") {
+            std::string url = value(), err;
+            if (url == "in-process") {
+                o.redis.reset();
+            } else if (!(o.redis = bus::parse_redis_url(url, err))) {
+                fail(err);
+            }
+        } else if (a == "--heartbeat") {
+            o.server.heartbeat = parse_seconds(a, value());
+        } else if (a == "--hold-buffer-limit") {
+            o.server.hold_buffer_limit = parse_number<size_t>(a, value(), 1024, size_t(1) << 32);
+        } else if (a == "--hold-drain-timeout") {
+            o.server.hold_drain_timeout = parse_seconds(a, value());
+        } else if (a == "--output-high-water") {
+            o.server.stream_high_water = parse_number<size_t>(a, value(), 4096, size_t(1) << 32);
+        } else if (a == "--max-event-size") {
+            o.max_event_size = parse_number<size_t>(a, value(), 1, size_t(1) << 32);
+        } else if (a == "--history") {
+            o.history.per_channel = parse_number<size_t>(a, value(), 0, 1000000);
+        } else if (a == "--history-seconds") {
+            o.history.max_age = parse_seconds(a, value());
+        } else if (a == "--history-bytes") {
+            o.history.max_bytes = parse_number<size_t>(a, value(), 0, size_t(1) << 40);
+        } else if (a == "--max-holds") {
+            o.max_holds = parse_number<int64_t>(a, value(), 0, 10000000);
+        } else if (a == "--max-hold-channels") {
+            o.max_hold_channels = parse_number<size_t>(a, value(), 1, 100000);
+        } else if (a == "--admin-listen") {
+            parse_hostport(a, value(), o.admin_host, o.admin_port);
+        } else if (a == "--admin-key-file") {
+            o.admin_key_file = value();
+        } else if (a == "--admin-open") {
+            o.server.admin_open = true;
+        } else if (a == "--grant-key-file") {
+            o.grant_key_file = value();
+        } else if (!a.starts_with("-") && !a.empty()) {
+            // gunicorn's positional APP: module (its `application`) or module:callable.
+            if (positional) fail("one APP only, got '" + *positional + "' and '" + a + "'");
+            positional = a;
+        } else {
+            fail("unknown option '" + std::string(argv[i]) + "' (see --help)");
+        }
+    }
+    {
+        std::string err;
+        auto t = http::TrustedProxies::parse(forwarded, err);
+        if (!t) fail("--forwarded-allow-ips: " + err);
+        o.server.forwarded_allow = *t;
+    }
+    if (positional) {
+        MountSpec ms{"/", *positional, true};
+        if (ms.spec.find(':') == std::string::npos) ms.spec += ":application";
+        if (ms.spec.front() == ':' || ms.spec.back() == ':')
+            fail("APP wants module.path or module.path:callable, got '" + *positional + "'");
+        for (const auto& other : o.mounts)
+            if (other.prefix == "/")
+                fail("APP " + *positional + " is served at /, and --mount also mounts /");
+        o.mounts.push_back(ms);
+    }
+    if (o.mounts.empty())
+        fail("nothing to serve: give an APP (module.path) or at least one --mount PREFIX=SPEC");
+    if (o.server.admin_open) {
+        if (o.admin_host.empty()) fail("--admin-open needs --admin-listen");
+        if (!o.admin_key_file.empty()) fail("--admin-open and --admin-key-file exclude each other");
+        if (!http::loopback_only(o.admin_host))
+            fail("--admin-open needs a loopback --admin-listen (127.0.0.0/8 or ::1), got '" +
+                o.admin_host + "'");
+    }
+    if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
+    // Each worker has its own in-process bus: a hold would not hear another's publishes.
+    if (o.workers > 1 && o.realtime && !o.redis)
+        fail("--workers " + std::to_string(o.workers) +
+            " with --realtime needs a shared bus: --bus redis://HOST:PORT/DB");
+    if (o.workers > 1 && o.port == 0)
+        fail("--workers needs a fixed --listen port (each worker binds it)");
+    o.server.reuse_port = o.workers > 1;
+    // One event must never fill a hold's buffer by itself.
+    if (o.max_event_size == 0)
+        o.max_event_size = std::min(bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
+    else if (o.max_event_size >= o.server.hold_buffer_limit)
+        fail("--max-event-size " + std::to_string(o.max_event_size) +
+            " must be below --hold-buffer-limit " + std::to_string(o.server.hold_buffer_limit));
+    return o;
+}
+
+}  // namespace m0::app

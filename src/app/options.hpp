@@ -1,0 +1,66 @@
+// The command line: the options every flag sets, and their parser.
+//
+// Threads: the main thread, before anything else starts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bus/history.hpp"
+#include "bus/redis_bus.hpp"
+#include "loop/log.hpp"
+#include "server/server.hpp"
+
+namespace m0::app {
+
+// A bad flag or combination: one line, the caller exits 2 with it.
+class OptionError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+extern const char* const kUsage;
+
+struct MountSpec {
+    std::string prefix, spec;
+    bool wsgi = false;
+};
+
+struct Options {
+    std::string host = "127.0.0.1";
+    uint16_t port = 8000;
+    std::vector<MountSpec> mounts;
+    size_t blocking_threads = 4, mojo_threads = 2;
+    // Per pool. As many as the default --max-connections: each connection has
+    // at most one request in a pool, so at the defaults no live client is
+    // refused for the queue, while a raised --max-connections (or a lowered
+    // bound) cannot let the queue, and the wait behind it, grow without end.
+    size_t max_queued = 1024;
+    std::string chdir;
+    std::vector<std::string> pythonpath;
+    log::Level level = log::Level::info;
+    server::ServerConfig server;
+    bool realtime = false;
+    std::optional<bus::RedisUrl> redis;  // --bus redis://...; none: in process
+    int workers = 1;                         // --workers: more than 1, a supervising parent
+    int64_t max_holds = 10000;
+    size_t max_hold_channels = 64;
+    size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
+    bus::HistoryLimits history;
+    bool max_connections_given = false;
+    bool check = false;  // --check
+    std::string admin_host;
+    uint16_t admin_port = 0;
+    std::string admin_key_file, grant_key_file;
+};
+
+// Parses argv[1..argc). `mojo_names` are the compiled-in mojo mounts a
+// --mount may name. --help and --version print and exit 0; anything wrong
+// throws OptionError.
+Options parse_options(int argc, char** argv, const std::vector<std::string>& mojo_names);
+
+}  // namespace m0::app

@@ -1,0 +1,399 @@
+// One server process: the wiring of loop, pools, bus and mounts from the
+// options, and the command line's entry point.
+//
+// Threads: the main thread parses the options, starts Python, imports the
+// apps, then becomes the loop thread. The WSGI pool (--blocking-threads) and
+// the mojo pool (--mojo-threads) reach the loop only through the completion
+// ring and, with --realtime, the bus channel.
+#include "app/app.hpp"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "app/options.hpp"
+#include "bus/channel.hpp"
+#include "bus/redis_bus.hpp"
+#include "grant/grant.hpp"
+#include "loop/log.hpp"
+#include "loop/loop.hpp"
+#include "mojo/mojo_pool.hpp"
+#include "proc/supervisor.hpp"
+#include "server/server.hpp"
+#include "wsgi/interpreter.hpp"
+#include "wsgi/wsgi_pool.hpp"
+
+namespace m0::app {
+
+namespace {
+
+// How long start-up waits for Redis before serving without it.
+constexpr double kRedisStartWait = 3.0;
+
+[[noreturn]] void die(const std::string& why) {
+    std::fprintf(stderr, "m0serve: %s\n", why.c_str());
+    std::exit(2);
+}
+
+// The admin key of `path`; nullopt with `err` set when it cannot be read or
+// is not one line of at least 16 characters.
+std::optional<std::string> read_admin_key(const std::string& path, std::string& err) {
+    std::ifstream f(path);
+    if (!f) {
+        err = "cannot read " + path;
+        return std::nullopt;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string k = ss.str();
+    while (!k.empty() && (k.back() == '\n' || k.back() == '\r' || k.back() == ' ')) k.pop_back();
+    if (k.size() < 16 || k.find_first_of(" \t\r\n") != std::string::npos) {
+        err = "the key must be one line of at least 16 characters";
+        return std::nullopt;
+    }
+    return k;
+}
+
+// A path given relative to the caller's directory, made absolute before
+// --chdir, so that SIGHUP reads the same file.
+std::string absolute(const std::string& path) {
+    if (path.empty() || path.front() == '/') return path;
+    char cwd[4096];
+    return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
+}
+
+// File descriptors kept back from --max-connections: stdio, the event base,
+// the eventfds of the completion ring and the bus, the listeners, admin
+// connections, Python's imports and logs, and per pool thread a few for what
+// its handlers open (a database connection, files).
+rlim_t fd_reserve(const Options& o) {
+    return 64 + 4 * static_cast<rlim_t>(o.blocking_threads + o.mojo_threads);
+}
+
+// Raises the soft RLIMIT_NOFILE to the hard limit (a refusal keeps the soft
+// one). Returns the soft limit in force.
+rlim_t raise_fd_limit() {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return RLIM_INFINITY;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+        rlimit want = rl;
+        want.rlim_cur = rl.rlim_max;
+        if (::setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+    }
+    return rl.rlim_cur;
+}
+
+// Sizes --max-connections by the file descriptors the process may open: by
+// default all of them but the reserve (and, with --realtime, never fewer than
+// --max-holds: every hold is a connection); warns once when the chosen
+// numbers need more descriptors than the limit gives. Past the limit the
+// listener pauses on EMFILE rather than failing.
+void size_connections(Options& o, rlim_t limit) {
+    rlim_t reserve = fd_reserve(o);
+    size_t room = limit == RLIM_INFINITY ? SIZE_MAX
+                  : limit > reserve      ? static_cast<size_t>(limit - reserve)
+                                         : 1;
+    size_t holds = o.realtime ? static_cast<size_t>(o.max_holds) : 0;
+    if (!o.max_connections_given) {
+        o.server.max_connections = std::max(room, holds);
+        if (holds > room)
+            M0_LOG(warn, "--max-holds ", std::to_string(holds),
+                   " needs more file descriptors than ", "the limit of ", std::to_string(limit),
+                   " leaves (about ", std::to_string(room),
+                   " connections): raise the hard limit (ulimit -Hn)");
+    } else if (o.server.max_connections > room) {
+        M0_LOG(warn, "--max-connections ", std::to_string(o.server.max_connections),
+               " is more than the file descriptor limit of ", std::to_string(limit),
+               " allows (about ", std::to_string(room), "): past it, accepting pauses");
+    }
+    M0_LOG(debug, "file descriptor limit ", std::to_string(limit), ": --max-connections ",
+           std::to_string(o.server.max_connections));
+}
+
+void on_signal(evutil_socket_t sig, short, void* arg) {
+    auto* server = static_cast<m0::server::Server*>(arg);
+    if (server->shutting_down()) {
+        M0_LOG(warn, "second signal: stopping now");
+        std::_Exit(sig == SIGINT ? 130 : 0);
+    }
+    M0_LOG(info, "signal ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": stopping");
+    server->shutdown();
+}
+
+// SIGHUP: the key files are read again. A file that no longer reads keeps
+// the keys in use (logged), so a bad edit never stops grants or publishing.
+struct Reload {
+    const Options* o;
+    m0::grant::SharedKeyRing* grant_keys;  // null without --grant-key-file
+    m0::server::Server* server;
+};
+
+void on_sighup(evutil_socket_t, short, void* arg) {
+    auto& r = *static_cast<Reload*>(arg);
+    std::string err;
+    if (r.grant_keys) {
+        if (auto ring = m0::grant::KeyRing::load_file(r.o->grant_key_file, err)) {
+            size_t n = ring->size();
+            r.grant_keys->set(std::move(*ring));
+            M0_LOG(info, "SIGHUP: --grant-key-file read again: ", std::to_string(n), " keys");
+        } else {
+            M0_LOG(error, "SIGHUP: --grant-key-file: ", err, "; the keys in use are kept");
+        }
+    }
+    if (!r.o->admin_key_file.empty()) {
+        if (auto k = read_admin_key(r.o->admin_key_file, err)) {
+            r.server->set_admin_key(std::move(*k));
+            M0_LOG(info, "SIGHUP: --admin-key-file read again");
+        } else {
+            M0_LOG(error, "SIGHUP: --admin-key-file: ", err, "; the key in use is kept");
+        }
+    }
+}
+
+std::string kib(size_t bytes) { return std::to_string(bytes / 1024) + " KiB"; }
+
+std::string secs(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%gs", s);
+    return buf;
+}
+
+// The start-up block: what this process serves and with which limits, one
+// line per part, so an operator reads the effective configuration in the log.
+void log_configuration(const Options& o, const m0::server::Server& server) {
+    std::string mounts;
+    for (const auto& m : o.mounts)
+        mounts += (mounts.empty() ? "" : ", ") + m.prefix + " -> " + m.spec +
+                  (m.wsgi ? " (wsgi)" : " (mojo)");
+    M0_LOG(info, "config: mounts ", mounts);
+    M0_LOG(info, "config: ", std::to_string(o.workers), o.workers > 1 ? " workers" : " process",
+           "; pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
+           std::to_string(o.mojo_threads), " threads, at most ", std::to_string(o.max_queued),
+           " queued each");
+    std::string admin = o.admin_host.empty()
+                            ? "none"
+                            : o.admin_host + ":" + std::to_string(server.bound_port(true)) +
+                                  (o.server.admin_open          ? " (open: no key asked)"
+                                   : o.server.admin_key.empty() ? " (no key: publish refused)"
+                                                                : " (bearer key)");
+    M0_LOG(info, "config: listeners: ", o.host, ":", std::to_string(server.bound_port(false)),
+           "; admin ", admin, "; at most ", std::to_string(o.server.max_connections),
+           " connections");
+    M0_LOG(info, "config: requests: head ", kib(o.server.limits.max_header), " and ",
+           std::to_string(o.server.limits.max_headers), " fields, body ",
+           kib(o.server.limits.max_body), "; timeouts header ", secs(o.server.header_timeout),
+           ", keep-alive ", secs(o.server.keepalive_timeout), ", write ",
+           secs(o.server.write_timeout), ", request ", secs(o.server.request_timeout), ", grace ",
+           secs(o.server.grace));
+    if (!o.realtime) {
+        M0_LOG(info, "config: realtime off (holds are answered as ordinary responses)");
+        return;
+    }
+    M0_LOG(info, "config: realtime: ", o.redis ? "Redis bus " + o.redis->text : "in-process bus",
+           "; history ", std::to_string(o.history.per_channel), " events per channel, ",
+           secs(o.history.max_age), ", ", kib(o.history.max_bytes), "; heartbeat ",
+           secs(o.server.heartbeat), "; at most ", std::to_string(o.max_holds), " holds of ",
+           std::to_string(o.max_hold_channels), " channels; hold buffer ",
+           kib(o.server.hold_buffer_limit), ", events up to ", kib(o.max_event_size));
+}
+
+// One server process (the only one, or worker `worker` under --workers).
+int serve(Options o, int worker) {
+    signal(SIGPIPE, SIG_IGN);
+    size_connections(o, raise_fd_limit());
+    // Key files are read before --chdir: relative paths mean the caller's directory.
+    std::optional<m0::grant::SharedKeyRing> grant_keys;
+    if (!o.grant_key_file.empty()) {
+        std::string err;
+        auto ring = m0::grant::KeyRing::load_file(o.grant_key_file, err);
+        if (!ring) die("--grant-key-file: " + err);
+        grant_keys.emplace(std::move(*ring));
+    }
+    o.grant_key_file = absolute(o.grant_key_file);
+    o.admin_key_file = absolute(o.admin_key_file);
+    if (!o.admin_key_file.empty()) {
+        std::string err;
+        auto k = read_admin_key(o.admin_key_file, err);
+        if (!k) die("--admin-key-file: " + err);
+        o.server.admin_key = *k;
+    }
+
+    if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0)
+        die("--chdir " + o.chdir + ": " + std::strerror(errno));
+    // As gunicorn does, the directory served from goes on sys.path: --chdir's,
+    // else the current one, so `m0serve config.wsgi` imports from where it runs.
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) o.chdir = cwd;
+
+    m0::Loop loop;
+    m0::CompletionRing ring;
+    std::unique_ptr<m0::bus::Bus> bus;
+    if (o.realtime && o.redis) {
+        m0::bus::RedisBusOptions ro;
+        ro.url = *o.redis;
+        ro.max_event_size = o.max_event_size;
+        ro.history = o.history.per_channel;
+        auto redis = std::make_unique<m0::bus::RedisBus>(loop, ro);
+        // Serving starts either way; publishes fail until Redis answers.
+        if (!redis->start(kRedisStartWait))
+            M0_LOG(warn, "redis bus ", o.redis->text, ": not reachable yet; serving anyway");
+        bus = std::move(redis);
+    } else if (o.realtime) {
+        m0::bus::BusOptions bo;
+        bo.max_event_size = o.max_event_size;
+        // Ids keep increasing across a restart: the counter starts at the clock.
+        bo.first_id = m0::bus::clock_seed();
+        bo.history = o.history;
+        bus = std::make_unique<m0::bus::BusChannel>(bo);
+    }
+    m0::Metrics metrics;
+    m0::hold::Handoff handoff;
+    handoff.ring = &ring;
+    handoff.bus = bus.get();
+    handoff.metrics = &metrics;
+    handoff.max_holds = o.max_holds;
+    handoff.max_channels = o.max_hold_channels;
+    handoff.stream_high_water = o.server.stream_high_water;
+
+    bool any_wsgi = false, any_mojo = false;
+    for (const auto& m : o.mounts) (m.wsgi ? any_wsgi : any_mojo) = true;
+
+    std::vector<PyObject*> apps(o.mounts.size(), nullptr);
+    if (any_wsgi) {
+        std::string err;
+        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, M0_PYTHON_PACKAGE_DIR};
+        if (const char* env = std::getenv("M0_PYTHON_PACKAGE_DIR")) po.package_dir = env;
+        if (!m0::wsgi::start(po, bus.get(), err)) die(err);
+        for (size_t i = 0; i < o.mounts.size(); ++i) {
+            if (!o.mounts[i].wsgi) continue;
+            apps[i] = m0::wsgi::load_app(o.mounts[i].spec, err);
+            if (!apps[i]) die(err);
+        }
+        m0::wsgi::release_main_gil();
+    }
+
+    m0::mojo::MojoEnv env{grant_keys ? &*grant_keys : nullptr};
+    std::unique_ptr<m0::wsgi::WsgiPool> wsgi_pool;
+    std::unique_ptr<m0::mojo::MojoPool> mojo_pool;
+    if (any_wsgi)
+        wsgi_pool = std::make_unique<m0::wsgi::WsgiPool>(o.blocking_threads, handoff, o.max_queued);
+    if (any_mojo)
+        mojo_pool = std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, handoff, o.max_queued);
+    std::vector<std::unique_ptr<m0::mojo::Handler>> handlers;
+    double grace_deadline = 0;
+
+    {
+        m0::server::Server server(loop, o.server, ring, bus.get(), metrics);
+        if (wsgi_pool) server.add_pool(&wsgi_pool->pool());
+        if (mojo_pool) server.add_pool(&mojo_pool->pool());
+        for (size_t i = 0; i < o.mounts.size(); ++i) {
+            if (o.mounts[i].wsgi) {
+                PyObject* app = apps[i];
+                auto* pool = wsgi_pool.get();
+                server.add_mount(o.mounts[i].prefix,
+                                 [pool, app](m0::SlotRef s, m0::http::Request&& r) {
+                                     return pool->submit(app, s, std::move(r));
+                                 });
+            } else {
+                handlers.push_back(m0::mojo::make_mount(o.mounts[i].spec, env));
+                auto* handler = handlers.back().get();
+                auto* pool = mojo_pool.get();
+                server.add_mount(o.mounts[i].prefix,
+                                 [pool, handler](m0::SlotRef s, m0::http::Request&& r) {
+                                     return pool->submit(*handler, s, std::move(r));
+                                 });
+            }
+        }
+        std::string err;
+        if (!server.listen(o.host, o.port, false, err)) die(err);
+        // Under --workers the admin listener is worker 0's: /metrics is one
+        // worker's, and a publish reaches every worker through the shared bus.
+        if (worker == 0 && !o.admin_host.empty() &&
+            !server.listen(o.admin_host, o.admin_port, true, err))
+            die("--admin-listen: " + err);
+        log_configuration(o, server);
+        if (o.check) {
+            // Everything loaded and bound: the configuration serves. Nothing
+            // ran on the pools, so there is nothing to drain.
+            std::printf("m0serve: configuration ok\n");
+            std::fflush(nullptr);
+            std::_Exit(0);
+        }
+
+        Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &server};
+        event* sighup = evsignal_new(loop.base(), SIGHUP, on_sighup, &reload);
+        event_add(sighup, nullptr);
+        event* sigterm = evsignal_new(loop.base(), SIGTERM, on_signal, &server);
+        event* sigint = evsignal_new(loop.base(), SIGINT, on_signal, &server);
+        event_add(sigterm, nullptr);
+        event_add(sigint, nullptr);
+
+        M0_LOG(info, "listening on ", o.host, ":", std::to_string(server.bound_port(false)),
+               o.realtime ? " (realtime)" : "",
+               o.workers > 1 ? " as worker " + std::to_string(worker) : "");
+        if (worker == 0 && !o.admin_host.empty())
+            M0_LOG(info, "admin listening on ", o.admin_host, ":",
+                   std::to_string(server.bound_port(true)),
+                   o.server.admin_open ? " (--admin-open: no key asked)" : "");
+        loop.run();
+        grace_deadline = server.shutting_down() ? server.shutdown_at() + o.server.grace
+                                                : m0::monotonic_seconds();
+        event_free(sigterm);
+        event_free(sigint);
+        event_free(sighup);
+    }
+
+    // The loop is done; what still runs on a pool thread may finish within
+    // what is left of the grace period, not a moment past it.
+    bool stuck = false;
+    for (m0::Pool* p :
+         {wsgi_pool ? &wsgi_pool->pool() : nullptr, mojo_pool ? &mojo_pool->pool() : nullptr}) {
+        if (!p) continue;
+        while (p->busy.load() > 0 && m0::monotonic_seconds() < grace_deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (p->busy.load() > 0) stuck = true;
+    }
+    if (stuck) {
+        M0_LOG(warn, "a pool thread is still busy after the grace period: exiting without joining");
+        std::fflush(nullptr);
+        std::_Exit(0);
+    }
+    mojo_pool.reset();
+    wsgi_pool.reset();
+    if (any_wsgi) {
+        m0::wsgi::stop();
+    }
+    M0_LOG(info, "stopped");
+    return 0;
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+    Options o;
+    try {
+        o = parse_options(argc, argv, mojo::mount_names());
+    } catch (const OptionError& e) {
+        die(e.what());
+    }
+    log::set_level(o.level);
+    // --check loads and binds once, in this process, with no workers.
+    if (o.workers > 1 && !o.check)
+        return proc::supervise(o.workers, [&o](int worker) { return serve(o, worker); });
+    return serve(std::move(o), 0);
+}
+
+}  // namespace m0::app
