@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import sys
@@ -927,6 +928,50 @@ def phase43(ctx):
         taken.listen(1)
         busy = taken.getsockname()[1]
         bad_flag(ctx, ["--listen", "127.0.0.1:%d" % busy, "--check"] + DJANGO_ARGS, "check-port-in-use")
+
+
+def wait_lines(path, n, timeout=5.0):
+    """The access log's lines once it has at least n (Fail otherwise)."""
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                lines = f.read().splitlines()
+            if len(lines) >= n:
+                return lines
+        time.sleep(0.05)
+    raise Fail("%s has %d lines after %.0fs, want %d: %r" % (path, len(lines), timeout, n, lines[-3:]))
+
+
+@smoke.phase(44, "--access-log: one combined-format line per request with rt, a grant redacted; SIGHUP reopens "
+                 "the file (logrotate: renamed, then a new one); a path that cannot be opened exits 2")
+def phase44(ctx):
+    path = ctx.tmpfile("access.log", "")
+    os.unlink(path)  # created by the server
+    srv = ctx.server(DJANGO_ARGS + ["--access-log", path])
+    r = http(srv.addr, "GET", "/", headers=[("User-Agent", "smoke/44"), ("Referer", "http://ref/")])
+    check(r.status == 200, "GET /: %s" % r.summary())
+    lines = wait_lines(path, 1)
+    check(re.fullmatch(r'127\.0\.0\.1 - - \[[^]]+\] "GET / HTTP/1\.1" 200 \d+ "http://ref/" "smoke/44" '
+                       r'rt=\d+\.\d{3}', lines[0]), "the line is not as documented: %r" % lines[0])
+    rotated = path + ".1"
+    os.rename(path, rotated)
+    http(srv.addr, "GET", "/echo")
+    check(len(wait_lines(rotated, 2)) == 2, "before SIGHUP the line goes to the renamed file")
+    srv.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 5
+    while "SIGHUP: --access-log reopened" not in srv.log_text():
+        check(time.monotonic() < deadline, "no 'SIGHUP: --access-log reopened' in the log")
+        time.sleep(0.05)
+    http(srv.addr, "GET", "/native/hello?grant=SECRET.GRANT&x=1")
+    lines = wait_lines(path, 1)
+    check(len(lines) == 1 and '"GET /native/hello?grant=[redacted]&x=1 HTTP/1.1" 200 ' in lines[0],
+          "after SIGHUP a new file takes the line, the grant redacted: %r" % lines)
+    check("SECRET" not in open(rotated).read() + open(path).read(), "the grant reached the log")
+    line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--access-log",
+                          "/nonexistent-m0-dir/access.log"] + DJANGO_ARGS, "access-log-unopenable")
+    check("--access-log" in line, "the one line does not name the flag: %r" % line)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,6 @@
 // apps, then becomes the loop thread. The WSGI pool (--blocking-threads) and
 // the mojo pool (--mojo-threads) reach the loop only through the completion
 // ring and, with --realtime, the bus channel.
-#include "app/app.hpp"
-
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -24,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/app.hpp"
 #include "app/options.hpp"
 #include "bus/channel.hpp"
 #include "bus/redis_bus.hpp"
@@ -32,6 +31,7 @@
 #include "loop/loop.hpp"
 #include "mojo/mojo_pool.hpp"
 #include "proc/supervisor.hpp"
+#include "server/access_log.hpp"
 #include "server/server.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/wsgi_pool.hpp"
@@ -139,6 +139,7 @@ struct Reload {
     const Options* o;
     m0::grant::SharedKeyRing* grant_keys;  // null without --grant-key-file
     m0::server::Server* server;
+    m0::server::AccessLog* access_log;  // reopened (logrotate)
 };
 
 void on_sighup(evutil_socket_t, short, void* arg) {
@@ -152,6 +153,12 @@ void on_sighup(evutil_socket_t, short, void* arg) {
         } else {
             M0_LOG(error, "SIGHUP: --grant-key-file: ", err, "; the keys in use are kept");
         }
+    }
+    if (r.access_log->enabled() && r.o->access_log != "-") {
+        if (r.access_log->reopen(err))
+            M0_LOG(info, "SIGHUP: --access-log reopened");
+        else
+            M0_LOG(error, "SIGHUP: --access-log: ", err, "; the file in use is kept");
     }
     if (!r.o->admin_key_file.empty()) {
         if (auto k = read_admin_key(r.o->admin_key_file, err)) {
@@ -192,6 +199,7 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
     M0_LOG(info, "config: listeners: ", o.host, ":", std::to_string(server.bound_port(false)),
            "; admin ", admin, "; at most ", std::to_string(o.server.max_connections),
            " connections");
+    M0_LOG(info, "config: access log ", o.access_log.empty() ? "off" : o.access_log);
     M0_LOG(info, "config: requests: head ", kib(o.server.limits.max_header), " and ",
            std::to_string(o.server.limits.max_headers), " fields, body ",
            kib(o.server.limits.max_body), "; timeouts header ", secs(o.server.header_timeout),
@@ -223,6 +231,12 @@ int serve(Options o, int worker) {
         grant_keys.emplace(std::move(*ring));
     }
     o.grant_key_file = absolute(o.grant_key_file);
+    if (o.access_log != "-") o.access_log = absolute(o.access_log);
+    m0::server::AccessLog access_log;
+    if (!o.access_log.empty()) {
+        std::string err;
+        if (!access_log.open(o.access_log, err)) die("--access-log: " + err);
+    }
     o.admin_key_file = absolute(o.admin_key_file);
     if (!o.admin_key_file.empty()) {
         std::string err;
@@ -297,6 +311,7 @@ int serve(Options o, int worker) {
 
     {
         m0::server::Server server(loop, o.server, ring, bus.get(), metrics);
+        if (access_log.enabled()) server.set_access_log(&access_log);
         if (wsgi_pool) server.add_pool(&wsgi_pool->pool());
         if (mojo_pool) server.add_pool(&mojo_pool->pool());
         for (size_t i = 0; i < o.mounts.size(); ++i) {
@@ -333,7 +348,7 @@ int serve(Options o, int worker) {
             std::_Exit(0);
         }
 
-        Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &server};
+        Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &server, &access_log};
         event* sighup = evsignal_new(loop.base(), SIGHUP, on_sighup, &reload);
         event_add(sighup, nullptr);
         event* sigterm = evsignal_new(loop.base(), SIGTERM, on_signal, &server);

@@ -7,9 +7,17 @@
 #include <memory>
 #include <string>
 
+#include "http/access.hpp"
 #include "server/server.hpp"
 
 namespace m0::server {
+
+// With --access-log: the line of the request under way, filled as it goes.
+struct AccessEntry {
+    http::AccessRecord rec;
+    double started = 0;       // monotonic: the request arrived
+    double hold_started = 0;  // monotonic: a hold's head was written
+};
 
 struct Server::Conn {
     Server* server = nullptr;
@@ -31,6 +39,7 @@ struct Server::Conn {
     std::shared_ptr<StreamState> stream;
     std::string remote_addr;
     uint16_t remote_port = 0;
+    std::unique_ptr<AccessEntry> access;  // --access-log only
 
     explicit Conn(http::ParserLimits limits) : parser(limits) {}
 };

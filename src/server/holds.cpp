@@ -121,6 +121,7 @@ bool HoldTable::flush(Hold& h, double now) {
         h.last_write = now;
         if (ev.live) h.pending_live -= std::min(h.pending_live, ev.bytes.size());
         metrics_.events_delivered.fetch_add(1);
+        ++h.delivered;
         h.wrote_since_tick = true;
         h.pending.pop_front();
         if (h.replaying) --h.replay_mark;
@@ -160,6 +161,7 @@ bool HoldTable::write(Hold& h, std::string_view bytes, double now) {
     size_t backlog = sink_.write(h.slot, bytes);
     h.last_write = now;
     metrics_.events_delivered.fetch_add(1);
+    ++h.delivered;
     h.wrote_since_tick = true;
     return check_backlog(h, backlog, now);
 }

@@ -90,6 +90,11 @@ class HoldTable {
     // it queued) on `channels`. False when the slot holds nothing.
     bool begin_resync(SlotRef slot, uint64_t& after, std::vector<std::string>& channels);
     bool has(SlotRef slot) const { return find(slot) != nullptr; }
+    // Events written to the slot's hold so far (0 without one).
+    uint64_t delivered(SlotRef slot) const {
+        const Hold* h = find(slot);
+        return h ? h->delivered : 0;
+    }
     // The head is written: the events that waited for it follow. False when
     // writing them closed the slot (a slow reader).
     bool start(SlotRef slot, double now);
@@ -148,6 +153,7 @@ class HoldTable {
         size_t pending_live = 0;   // bytes of live events among them (the slow-reader bound)
         bus::KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment every --heartbeat
         double last_write = 0;     // keepalive.every > 0: when it was last written to
+        uint64_t delivered = 0;    // events written to it (the access log's events=)
     };
     Hold* find(SlotRef slot);
     const Hold* find(SlotRef slot) const;

@@ -230,6 +230,7 @@ void Server::dispatch(Conn& c, Request req) {
     req.server_name = listen_host_.empty() ? "127.0.0.1" : listen_host_;
     req.server_port = c.admin ? admin_port_ : port_;
     if (!c.admin) http::apply_forwarded(req, cfg_.forwarded_allow);
+    if (access_log_) access_begin(c, req);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
@@ -288,6 +289,7 @@ void Server::dispatch(Conn& c, Request req) {
 }
 
 void Server::finish_request(Conn& c) {
+    if (c.access) access_end(c);
     c.phase = Phase::reading;
     if (!c.keep_alive || shutting_down_) {
         close_after_write(c);
@@ -459,6 +461,7 @@ void Server::on_timeout(Conn& c) {
 
 void Server::close_conn(Conn& c) {
     SlotRef slot = c.slot;
+    if (c.access) access_end(c);  // before the hold's count goes
     holds_.release(slot);
     if (c.stream) c.stream->cancel();
     ring_.cancels.cancel(slot);  // a job still queued for this client is not run
@@ -537,6 +540,10 @@ void Server::finish_hold_head(Conn& c, Response& r) {
     std::string head = head_text(c, r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
+    if (c.access) {
+        access_answer(c, r.status, head.size());
+        c.access->rec.hold = !c.head_request;
+    }
     if (c.head_request) {
         // RFC 9110 §9.3.2: HEAD is answered with the head alone, so there is no
         // stream to hold: the subscription the h frame made is released.
@@ -545,6 +552,7 @@ void Server::finish_hold_head(Conn& c, Response& r) {
         return;
     }
     evbuffer_add(out, r.body.data(), r.body.size());
+    if (c.access) access_bytes(c, r.body.size());
     c.phase = Phase::holding;
     // on_write reports when the backlog is back under the limit.
     bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
@@ -573,6 +581,7 @@ size_t Server::write(SlotRef slot, std::string_view bytes) {
     if (!c) return 0;
     evbuffer* out = bufferevent_get_output(c->bev);
     evbuffer_add(out, bytes.data(), bytes.size());
+    if (c->access) access_bytes(*c, bytes.size());
     return evbuffer_get_length(out);
 }
 

@@ -51,6 +51,10 @@
 #include "server/holds.hpp"
 
 namespace m0::server {
+class AccessLog;
+}
+
+namespace m0::server {
 
 struct ServerConfig {
     http::ParserLimits limits;
@@ -96,6 +100,9 @@ class Server final : private HoldSink {
     void add_pool(const Pool* pool) { admin_.add_pool(pool); }
     // Loop thread: the admin key read again (SIGHUP).
     void set_admin_key(std::string key) { admin_.set_key(std::move(key)); }
+    // --access-log: one line per request as it ends; null (the default): none.
+    // The log must outlive the server.
+    void set_access_log(AccessLog* log) { access_log_ = log; }
 
     // Binds a listener; false with `err` set (e.g. the port is in use).
     bool listen(const std::string& host, uint16_t port, bool admin, std::string& err);
@@ -179,6 +186,13 @@ class Server final : private HoldSink {
     size_t backlog(SlotRef slot) const override;
     void close_after_write(SlotRef slot) override;
     void check_drained();
+    // The access log (server_access.cpp): an entry begun at dispatch (or at an
+    // answer to a request that never parsed), its answer noted, written when
+    // the request ends or its connection closes.
+    void access_begin(Conn& c, const http::Request& req);
+    void access_answer(Conn& c, int status, size_t head_bytes);
+    void access_bytes(Conn& c, size_t n);
+    void access_end(Conn& c);
     std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);
     // Why a handler's answer cannot be written as it is (nullptr: it can).
     static const char* invalid_answer(const http::Response& r);
@@ -193,6 +207,7 @@ class Server final : private HoldSink {
     Metrics& metrics_;
     HoldTable holds_;
     AdminApi admin_;
+    AccessLog* access_log_ = nullptr;  // loop thread
 
     struct MountEntry {
         std::string prefix;

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
 
 #include "mojo/builtin.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/access_log.hpp"
 #include "server/test_rig.hpp"
 
 using namespace m0;
@@ -421,4 +424,94 @@ TEST_CASE("hold loop: a cursor in the lastEventID query parameter counts; the he
         CHECK(got.find("id: 1\n") == std::string::npos);
         CHECK(got.find("id: 2\n") == std::string::npos);
     }
+}
+
+namespace {
+
+// An access log in a fresh temporary file; lines() reads what it holds.
+struct TempAccessLog {
+    std::string path;
+    server::AccessLog log;
+    TempAccessLog() {
+        char tmpl[] = "/tmp/m0-access-XXXXXX";
+        int fd = ::mkstemp(tmpl);
+        REQUIRE(fd >= 0);
+        ::close(fd);
+        path = tmpl;
+        std::string err;
+        REQUIRE(log.open(path, err));
+    }
+    ~TempAccessLog() { ::unlink(path.c_str()); }
+    std::vector<std::string> lines() const {
+        std::ifstream f(path);
+        std::vector<std::string> out;
+        for (std::string l; std::getline(f, l);) out.push_back(l);
+        return out;
+    }
+};
+
+bool has(const std::string& line, const std::string& part) {
+    return line.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("access log: a hold's line is written when it ends: its head, duration and events",
+          "[hold][loop][access]") {
+    TempAccessLog log;
+    Rig rig;
+    rig.server->set_access_log(&log.log);
+    rig.hold("channel=c");
+    std::string got;
+    rig.read_until(": mojo hold", got);
+    CHECK(log.lines().empty());  // held: not over yet
+    for (int i = 0; i < 3; ++i) REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).ok());
+    rig.server->on_bus_ready();
+    rig.read_until("data: e2", got);
+    ::close(rig.client);
+    rig.client = -1;
+    REQUIRE(rig.loop.run_until([&] { return !rig.server->alive(rig.slot); }));
+    auto lines = log.lines();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].starts_with("127.0.0.1 - - ["));
+    CHECK(has(lines[0], "] \"GET /native/hold?channel=c HTTP/1.1\" 200 "));
+    CHECK(has(lines[0], " hold="));
+    CHECK(lines[0].ends_with(" events=3"));
+    // The bytes are the head and the three events the client read.
+    size_t at = lines[0].find("\" 200 ") + 6;
+    CHECK(std::stoul(lines[0].substr(at)) == got.size());
+}
+
+TEST_CASE("access log: whole answers, a redacted grant, and a request that never parsed",
+          "[server][access]") {
+    TempAccessLog log;
+    testing::ServerRig rig;
+    rig.server->set_access_log(&log.log);
+    rig.server->add_mount("/", [&rig](SlotRef s, http::Request&&) {
+        http::Response r;
+        r.status = 201;
+        r.body = "made";
+        rig.post(s, std::move(r));
+        return Admission::queued;
+    });
+    auto c = rig.connect();
+    REQUIRE(c);
+    REQUIRE(
+        c->send("GET /a?grant=SECRET.TOKEN&page=2 HTTP/1.1\r\nHost: h\r\n"
+                "Referer: http://r/\r\nUser-Agent: t/1\r\n\r\n"));
+    REQUIRE(rig.read_until(*c, "made"));
+    rig.server->on_completions_ready();
+    REQUIRE(rig.step_until([&] { return log.lines().size() == 1; }));
+    std::string line = log.lines()[0];
+    CHECK(has(line, "\"GET /a?grant=[redacted]&page=2 HTTP/1.1\" 201 "));
+    CHECK_FALSE(has(line, "SECRET"));
+    CHECK(has(line, " \"http://r/\" \"t/1\" rt="));
+    CHECK_FALSE(has(line, "hold="));
+    size_t at = line.find("\" 201 ") + 6;
+    CHECK(std::stoul(line.substr(at)) == c->in.size());
+
+    REQUIRE(c->send("NOT A REQUEST\r\n\r\n"));
+    REQUIRE(rig.wait_eof(*c));
+    REQUIRE(rig.step_until([&] { return log.lines().size() == 2; }));
+    CHECK(has(log.lines()[1], "] \"-\" 400 "));
 }

@@ -105,7 +105,9 @@ void Server::send_whole(Conn& c, Response& r) {
     std::string head = head_text(c, r, framing);
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
-    if (!c.head_request && !bodiless(r.status)) evbuffer_add(out, r.body.data(), r.body.size());
+    const bool body = !c.head_request && !bodiless(r.status);
+    if (body) evbuffer_add(out, r.body.data(), r.body.size());
+    if (access_log_) access_answer(c, r.status, head.size() + (body ? r.body.size() : 0));
 }
 
 void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st) {
@@ -134,6 +136,7 @@ void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st)
     std::string head = head_text(c, r, framing);
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
+    if (c.access) access_answer(c, r.status, head.size());
     if (!r.body.empty()) stream_chunk(c, r.body);
     bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.stream_high_water / 2, 0);
 }
@@ -147,8 +150,10 @@ void Server::stream_chunk(Conn& c, std::string& data) {
             evbuffer_add(out, size, static_cast<size_t>(n));
             evbuffer_add(out, data.data(), data.size());
             evbuffer_add(out, "\r\n", 2);
+            if (c.access) access_bytes(c, static_cast<size_t>(n) + data.size() + 2);
         } else {
             evbuffer_add(out, data.data(), data.size());
+            if (c.access) access_bytes(c, data.size());
         }
     }
     if (c.stream) c.stream->moved(data.size(), evbuffer_get_length(out));
@@ -163,7 +168,10 @@ void Server::end_stream(Conn& c, bool aborted) {
         close_after_write(c);
         return;
     }
-    if (c.chunked && !c.head_request) evbuffer_add(bufferevent_get_output(c.bev), "0\r\n\r\n", 5);
+    if (c.chunked && !c.head_request) {
+        evbuffer_add(bufferevent_get_output(c.bev), "0\r\n\r\n", 5);
+        if (c.access) access_bytes(c, 5);
+    }
     finish_request(c);
 }
 
