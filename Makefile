@@ -24,6 +24,9 @@ DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt
 # The Redis bus (--bus redis://...): hiredis for the server, redis-server for
 # its tests, python3-redis for m0.publish outside m0serve.
 DEB_PACKAGES += libhiredis-dev redis-server python3-redis
+# systemd: sd_notify and socket activation (libsystemd), and
+# systemd-socket-activate, which smoke 10 starts m0serve under.
+DEB_PACKAGES += libsystemd-dev systemd
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)

@@ -19,14 +19,17 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import struct
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import emit  # noqa: E402
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, HOST, ROOT, Conn, Fail, Server, Smoke, build_request, check, check_error,
+    DJANGO_ARGS, HOST, LOG_DIR, ROOT, Conn, Fail, Server, Smoke, build_request, check, check_error,
     check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short,
     wait_metric)
 
@@ -972,6 +975,134 @@ def phase44(ctx):
     line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--access-log",
                           "/nonexistent-m0-dir/access.log"] + DJANGO_ARGS, "access-log-unopenable")
     check("--access-log" in line, "the one line does not name the flag: %r" % line)
+
+
+def unix_get(path, target, headers=(), timeout=5.0):
+    """One GET over the unix socket at path (Connection: close); the Response and body."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(path)
+        s.sendall(build_request("GET", target, [("Host", "localhost"), ("Connection", "close")]
+                                + list(headers)))
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, head.decode("latin-1"), body
+
+
+@smoke.phase(45, "several --listen, TCP and unix:PATH: each serves; the socket file has --unix-mode; a unix peer's "
+                 "X-Forwarded-For is believed; a stale socket file is replaced, a live one or another file refused "
+                 "(exit 2); the file is removed at exit")
+def phase45(ctx):
+    d = tempfile.mkdtemp(prefix="m0-unix-")
+    try:
+        sock = os.path.join(d, "m0.sock")
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(sock)  # bound, never listened, closed: a file nobody accepts on
+        stale.close()
+        port2 = free_port()
+        srv = server(ctx, ["--listen", "unix:" + sock, "--listen", "127.0.0.1:%d" % port2,
+                           "--unix-mode", "0600"])
+        for addr in (srv.addr, (HOST, port2)):
+            r = http(addr, "GET", "/native/hello")
+            check(r.status == 200 and r.body == b"hello from mojo\n", "GET over %r: %s" % (addr, r.summary()))
+        status, head, body = unix_get(sock, "/native/hello")
+        check(status == 200 and body == b"hello from mojo\n", "GET over unix:%s: %s" % (sock, head))
+        st = os.stat(sock)
+        check(stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600,
+              "the socket file's mode is %o, want 0600" % stat.S_IMODE(st.st_mode))
+        status, head, body = unix_get(sock, "/echo", [("X-Forwarded-For", "198.51.100.7"),
+                                                      ("X-Forwarded-Proto", "https")])
+        check(status == 200, "GET /echo over unix: %s" % head)
+        env = json.loads(body)["environ"]
+        check((env.get("REMOTE_ADDR"), env.get("wsgi.url_scheme"), env.get("SERVER_NAME"),
+               env.get("SERVER_PORT")) == ("198.51.100.7", "https", "localhost", "80"),
+              "over unix: REMOTE_ADDR %r, scheme %r, SERVER_NAME %r, SERVER_PORT %r" % (
+                  env.get("REMOTE_ADDR"), env.get("wsgi.url_scheme"), env.get("SERVER_NAME"),
+                  env.get("SERVER_PORT")))
+        for line in ("m0serve: listening on unix:%s" % sock, "m0serve: listening on 127.0.0.1:%d" % port2):
+            check(line in srv.log_text(), "no start-up line %r" % line)
+        line = bad_flag(ctx, ["--listen", "unix:" + sock] + DJANGO_ARGS, "unix-live")
+        check("another process accepts on it" in line, "a live socket: %r" % line)
+        plain = os.path.join(d, "plain")
+        open(plain, "w").close()
+        line = bad_flag(ctx, ["--listen", "unix:" + plain] + DJANGO_ARGS, "unix-not-socket")
+        check("not a socket" in line, "a regular file: %r" % line)
+        check(os.path.exists(plain), "the regular file was removed")
+        srv.stop()
+        check(not os.path.exists(sock), "the socket file is still there after exit")
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@smoke.phase(46, "systemd: started by systemd-socket-activate, m0serve serves on the sockets it passes (named "
+                 "http and admin), says READY=1 on NOTIFY_SOCKET, pings WATCHDOG=1 at half WATCHDOG_USEC, and "
+                 "STOPPING=1 on SIGTERM, exit 0")
+def phase46(ctx):
+    activate = shutil.which("systemd-socket-activate")
+    check(activate, "systemd-socket-activate is missing (Debian package systemd)")
+    d = tempfile.mkdtemp(prefix="m0-sd-")
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    proc = None
+    try:
+        npath = os.path.join(d, "notify")
+        notify.bind(npath)
+        notify.settimeout(0.2)
+        port, aport = free_port(), free_port()
+        log = open(os.path.join(LOG_DIR, "%s-phase46-activated.log" % SCRIPT), "wb")
+        binary = os.path.abspath(ctx.binary)
+        proc = subprocess.Popen(
+            [activate, "-l", "127.0.0.1:%d" % port, "-l", "127.0.0.1:%d" % aport, "--fdname=http:admin",
+             "-E", "NOTIFY_SOCKET=" + npath, "-E", "WATCHDOG_USEC=400000",
+             binary, "--admin-listen", "127.0.0.1:%d" % aport, "--admin-open", "--realtime"] + DJANGO_ARGS,
+            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        # systemd-socket-activate listens at once and execs m0serve (same PID)
+        # at the first connection, which waits in the backlog meanwhile.
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                r = http((HOST, port), "GET", "/native/hello", timeout=20)
+                break
+            except OSError:
+                check(time.monotonic() < deadline, "systemd-socket-activate never listened")
+                time.sleep(0.05)
+        check(r.status == 200, "GET over the passed socket: %s" % r.summary())
+        msgs = []
+
+        def read_notify(until, what):
+            end = time.monotonic() + 10
+            while not until():
+                check(time.monotonic() < end, "no %s on NOTIFY_SOCKET within 10s: %r" % (what, msgs))
+                try:
+                    msgs.append(notify.recv(4096).decode())
+                except socket.timeout:
+                    pass
+        read_notify(lambda: any(m.startswith("READY=1") for m in msgs), "READY=1")
+        ready = [m for m in msgs if m.startswith("READY=1")][0]
+        check("STATUS=serving on 127.0.0.1:%d" % port in ready, "READY's status: %r" % ready)
+        read_notify(lambda: sum(m == "WATCHDOG=1" for m in msgs) >= 3, "three WATCHDOG=1")
+        r = http((HOST, aport), "GET", "/metrics")
+        check(r.status == 200 and b"m0_holds_open" in r.body, "admin over its passed socket: %s" % r.summary())
+        with open(log.name, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+        check("config: listeners: 127.0.0.1:%d (from systemd); admin 127.0.0.1:%d" % (port, aport) in text,
+              "the configuration block does not show the passed sockets: %s" % short(text, 800))
+        proc.send_signal(signal.SIGTERM)
+        read_notify(lambda: any(m.startswith("STOPPING=1") for m in msgs), "STOPPING=1")
+        rc = proc.wait(timeout=15)
+        proc = None
+        check(rc == 0, "exit code %r after SIGTERM, want 0" % rc)
+    finally:
+        notify.close()
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

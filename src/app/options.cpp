@@ -1,6 +1,9 @@
 // The command line's parser. Main thread, before anything starts.
 #include "app/options.hpp"
 
+#include <grp.h>
+#include <pwd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -16,7 +19,10 @@ const char* const kUsage =
   APP                         a WSGI application at /, as gunicorn takes it:
                               module.path (its `application`) or module:callable;
                               the same as --mount /=module.path:application
-  --listen HOST:PORT          where to serve (default 127.0.0.1:8000)
+  --listen HOST:PORT|unix:PATH
+                              where to serve; repeatable (default 127.0.0.1:8000)
+  --unix-mode OCTAL           a unix: listener's file mode (default 0660)
+  --unix-owner USER[:GROUP]   a unix: listener's file owner (default: the process's)
   --mount PREFIX=SPEC         repeatable; SPEC is module.path:callable (WSGI)
                               or a compiled-in mojo mount name (mojo)
   --blocking-threads N        WSGI pool threads (default 4)
@@ -64,7 +70,8 @@ const char* const kUsage =
   --history N                 events kept per channel for replay (default 64; 0: none)
   --history-seconds SECONDS   none kept longer (default 3600)
   --history-bytes BYTES       kept across all channels, oldest first out (default 67108864)
-  --admin-listen HOST:PORT    admin listener: POST /publish, POST /close, GET /metrics
+  --admin-listen HOST:PORT|unix:PATH
+                              admin listener: POST /publish, POST /close, GET /metrics
   --admin-key-file PATH       bearer key for admin POST /publish (or a JWT signed with it)
   --admin-open                admin POSTs need no key; only with a loopback --admin-listen
   --grant-key-file PATH       keys that verify grants (KID HEX per line)
@@ -94,6 +101,47 @@ double parse_seconds(const std::string& flag, const std::string& v) {
     if (v.empty() || *end != '\0' || !(d > 0) || d > 86400)
         fail(flag + " wants seconds above 0 (at most 86400), got '" + v + "'");
     return d;
+}
+
+void parse_hostport(const std::string& flag, const std::string& v, std::string& host,
+                    uint16_t& port);
+
+ListenSpec parse_listen(const std::string& flag, const std::string& v) {
+    ListenSpec l;
+    if (v.starts_with("unix:")) {
+        l.path = v.substr(5);
+        if (l.path.empty() || l.path.size() > 107)
+            fail(flag + " unix:PATH wants a path of 1 to 107 bytes, got '" + v + "'");
+        return l;
+    }
+    parse_hostport(flag, v, l.host, l.port);
+    return l;
+}
+
+// USER[:GROUP], names or numbers, looked up now.
+void parse_owner(const std::string& flag, const std::string& v, server::UnixSocketOptions& u) {
+    size_t colon = v.find(':');
+    std::string user = v.substr(0, colon);
+    std::string grp = colon == std::string::npos ? "" : v.substr(colon + 1);
+    if (user.empty() && grp.empty()) fail(flag + " wants USER[:GROUP], got '" + v + "'");
+    if (!user.empty()) {
+        if (const ::passwd* pw = ::getpwnam(user.c_str())) {
+            u.uid = static_cast<int>(pw->pw_uid);
+            if (grp.empty()) u.gid = static_cast<int>(pw->pw_gid);
+        } else if (user.find_first_not_of("0123456789") == std::string::npos) {
+            u.uid = parse_number<int>(flag, user, 0, 1 << 30);
+        } else {
+            fail(flag + ": no user '" + user + "'");
+        }
+    }
+    if (!grp.empty()) {
+        if (const ::group* gr = ::getgrnam(grp.c_str()))
+            u.gid = static_cast<int>(gr->gr_gid);
+        else if (grp.find_first_not_of("0123456789") == std::string::npos)
+            u.gid = parse_number<int>(flag, grp, 0, 1 << 30);
+        else
+            fail(flag + ": no group '" + grp + "'");
+    }
 }
 
 void parse_hostport(const std::string& flag, const std::string& v, std::string& host,
@@ -132,7 +180,16 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
             std::printf("m0serve %s\n", M0_VERSION);
             std::exit(0);
         } else if (a == "--listen") {
-            parse_hostport(a, value(), o.host, o.port);
+            o.listens.push_back(parse_listen(a, value()));
+        } else if (a == "--unix-mode") {
+            std::string m = value();
+            char* end = nullptr;
+            unsigned long mode = std::strtoul(m.c_str(), &end, 8);
+            if (m.empty() || *end != '\0' || mode > 0777)
+                fail("--unix-mode wants an octal mode such as 0660, got '" + m + "'");
+            o.unix_socket.mode = static_cast<unsigned>(mode);
+        } else if (a == "--unix-owner") {
+            parse_owner(a, value(), o.unix_socket);
         } else if (a == "--mount") {
             std::string m = value();
             size_t e = m.find('=');
@@ -226,7 +283,7 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
         } else if (a == "--max-hold-channels") {
             o.max_hold_channels = parse_number<size_t>(a, value(), 1, 100000);
         } else if (a == "--admin-listen") {
-            parse_hostport(a, value(), o.admin_host, o.admin_port);
+            o.admin = parse_listen(a, value());
         } else if (a == "--admin-key-file") {
             o.admin_key_file = value();
         } else if (a == "--admin-open") {
@@ -259,20 +316,29 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
     }
     if (o.mounts.empty())
         fail("nothing to serve: give an APP (module.path) or at least one --mount PREFIX=SPEC");
+    if (o.listens.empty()) o.listens.push_back({"127.0.0.1", 8000, ""});
     if (o.server.admin_open) {
-        if (o.admin_host.empty()) fail("--admin-open needs --admin-listen");
+        if (!o.admin) fail("--admin-open needs --admin-listen");
         if (!o.admin_key_file.empty()) fail("--admin-open and --admin-key-file exclude each other");
-        if (!http::loopback_only(o.admin_host))
-            fail("--admin-open needs a loopback --admin-listen (127.0.0.0/8 or ::1), got '" +
-                 o.admin_host + "'");
+        // A unix socket is local, and its mode says who may connect.
+        if (o.admin->path.empty() && !http::loopback_only(o.admin->host))
+            fail(
+                "--admin-open needs a loopback or unix: --admin-listen (127.0.0.0/8 or ::1), "
+                "got '" +
+                o.admin->host + "'");
     }
     if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
     // Each worker has its own in-process bus: a hold would not hear another's publishes.
     if (o.workers > 1 && o.realtime && !o.redis)
         fail("--workers " + std::to_string(o.workers) +
              " with --realtime needs a shared bus: --bus redis://HOST:PORT/DB");
-    if (o.workers > 1 && o.port == 0)
-        fail("--workers needs a fixed --listen port (each worker binds it)");
+    for (const auto& l : o.listens) {
+        if (o.workers > 1 && l.path.empty() && l.port == 0)
+            fail("--workers needs a fixed --listen port (each worker binds it)");
+        if (o.workers > 1 && !l.path.empty())
+            fail("--workers cannot share --listen " + l.text() +
+                 " (a unix socket is bound once); use TCP or systemd socket activation");
+    }
     o.server.reuse_port = o.workers > 1;
     // One event must never fill a hold's buffer by itself.
     if (o.max_event_size == 0)

@@ -30,9 +30,23 @@ struct MountSpec {
     bool wsgi = false;
 };
 
+// Where to listen: HOST:PORT, or unix:PATH.
+struct ListenSpec {
+    std::string host;  // TCP
+    uint16_t port = 0;
+    std::string path;  // unix socket; set: not TCP
+    std::string text() const {
+        return path.empty() ? host + ":" + std::to_string(port) : "unix:" + path;
+    }
+};
+
 struct Options {
-    std::string host = "127.0.0.1";
-    uint16_t port = 8000;
+    std::vector<ListenSpec> listens;        // --listen, repeatable; none given: 127.0.0.1:8000
+    std::optional<ListenSpec> admin;        // --admin-listen
+    server::UnixSocketOptions unix_socket;  // --unix-mode, --unix-owner
+    // Sockets systemd passed (LISTEN_FDS): fd and its FileDescriptorName; when
+    // any, they are the listeners and --listen / --admin-listen are not bound.
+    std::vector<std::pair<int, std::string>> systemd_fds;
     std::vector<MountSpec> mounts;
     size_t blocking_threads = 4, mojo_threads = 2;
     // Per pool. As many as the default --max-connections: each connection has
@@ -53,8 +67,6 @@ struct Options {
     bus::HistoryLimits history;
     bool max_connections_given = false;
     bool check = false;  // --check
-    std::string admin_host;
-    uint16_t admin_port = 0;
     std::string admin_key_file, grant_key_file;
     std::string access_log;  // --access-log: a path, "-" for standard output; empty: off
 };

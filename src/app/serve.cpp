@@ -5,8 +5,11 @@
 // apps, then becomes the loop thread. The WSGI pool (--blocking-threads) and
 // the mojo pool (--mojo-threads) reach the loop only through the completion
 // ring and, with --realtime, the bus channel.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,10 +30,12 @@
 #include "bus/channel.hpp"
 #include "bus/redis_bus.hpp"
 #include "grant/grant.hpp"
+#include "http/forwarded.hpp"
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
 #include "mojo/mojo_pool.hpp"
 #include "proc/supervisor.hpp"
+#include "proc/systemd.hpp"
 #include "server/access_log.hpp"
 #include "server/server.hpp"
 #include "wsgi/interpreter.hpp"
@@ -130,6 +135,7 @@ void on_signal(evutil_socket_t sig, short, void* arg) {
         std::_Exit(sig == SIGINT ? 130 : 0);
     }
     M0_LOG(info, "signal ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": stopping");
+    proc::notify_stopping(sig == SIGINT ? "SIGINT: stopping" : "SIGTERM: stopping");
     server->shutdown();
 }
 
@@ -190,15 +196,20 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
            "; pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
            std::to_string(o.mojo_threads), " threads, at most ", std::to_string(o.max_queued),
            " queued each");
-    std::string admin = o.admin_host.empty()
+    auto joined = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+        return out;
+    };
+    std::string admin = server.listening(true).empty()
                             ? "none"
-                            : o.admin_host + ":" + std::to_string(server.bound_port(true)) +
+                            : joined(server.listening(true)) +
                                   (o.server.admin_open          ? " (open: no key asked)"
                                    : o.server.admin_key.empty() ? " (no key: publish refused)"
                                                                 : " (bearer key)");
-    M0_LOG(info, "config: listeners: ", o.host, ":", std::to_string(server.bound_port(false)),
-           "; admin ", admin, "; at most ", std::to_string(o.server.max_connections),
-           " connections");
+    M0_LOG(info, "config: listeners: ", joined(server.listening(false)),
+           o.systemd_fds.empty() ? "" : " (from systemd)", "; admin ", admin, "; at most ",
+           std::to_string(o.server.max_connections), " connections");
     M0_LOG(info, "config: access log ", o.access_log.empty() ? "off" : o.access_log);
     M0_LOG(info, "config: requests: head ", kib(o.server.limits.max_header), " and ",
            std::to_string(o.server.limits.max_headers), " fields, body ",
@@ -216,6 +227,53 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
            secs(o.server.heartbeat), "; at most ", std::to_string(o.max_holds), " holds of ",
            std::to_string(o.max_hold_channels), " channels; hold buffer ",
            kib(o.server.hold_buffer_limit), ", events up to ", kib(o.max_event_size));
+}
+
+// Whether the socket `fd` is bound to a loopback address or is a unix socket.
+bool local_socket(int fd) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
+    if (ss.ss_family == AF_UNIX) return true;
+    char buf[INET6_ADDRSTRLEN] = "";
+    if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+    else if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
+    return buf[0] && http::loopback_only(buf);
+}
+
+// The listeners: the sockets systemd passed (named "admin": the admin
+// listener; any other: a client one), or else every --listen and the
+// --admin-listen. Under --workers the admin listener is worker 0's: /metrics
+// is one worker's, and a publish reaches every worker through the shared bus.
+void bind_listeners(const Options& o, int worker, server::Server& server) {
+    std::string err;
+    if (!o.systemd_fds.empty()) {
+        for (const auto& [fd, name] : o.systemd_fds) {
+            bool admin = name == "admin";
+            if (admin && worker != 0) continue;
+            if (admin && o.server.admin_open && !local_socket(fd))
+                die("socket activation: --admin-open needs the admin socket on loopback or a "
+                    "unix socket");
+            if (!server.adopt_listener(fd, admin, err)) die("socket activation: " + err);
+        }
+        if (server.listening(false).empty())
+            die("socket activation: every socket systemd passed is named admin; "
+                "a client listener is needed");
+        return;
+    }
+    for (const auto& l : o.listens) {
+        bool ok = l.path.empty() ? server.listen(l.host, l.port, false, err)
+                                 : server.listen_unix(l.path, o.unix_socket, false, err);
+        if (!ok) die(err);
+    }
+    if (worker == 0 && o.admin) {
+        bool ok = o.admin->path.empty()
+                      ? server.listen(o.admin->host, o.admin->port, true, err)
+                      : server.listen_unix(o.admin->path, o.unix_socket, true, err);
+        if (!ok) die("--admin-listen: " + err);
+    }
 }
 
 // One server process (the only one, or worker `worker` under --workers).
@@ -333,12 +391,7 @@ int serve(Options o, int worker) {
             }
         }
         std::string err;
-        if (!server.listen(o.host, o.port, false, err)) die(err);
-        // Under --workers the admin listener is worker 0's: /metrics is one
-        // worker's, and a publish reaches every worker through the shared bus.
-        if (worker == 0 && !o.admin_host.empty() &&
-            !server.listen(o.admin_host, o.admin_port, true, err))
-            die("--admin-listen: " + err);
+        bind_listeners(o, worker, server);
         log_configuration(o, server);
         if (o.check) {
             // Everything loaded and bound: the configuration serves. Nothing
@@ -356,13 +409,24 @@ int serve(Options o, int worker) {
         event_add(sigterm, nullptr);
         event_add(sigint, nullptr);
 
-        M0_LOG(info, "listening on ", o.host, ":", std::to_string(server.bound_port(false)),
-               o.realtime ? " (realtime)" : "",
-               o.workers > 1 ? " as worker " + std::to_string(worker) : "");
-        if (worker == 0 && !o.admin_host.empty())
-            M0_LOG(info, "admin listening on ", o.admin_host, ":",
-                   std::to_string(server.bound_port(true)),
+        for (const auto& l : server.listening(false))
+            M0_LOG(info, "listening on ", l, o.realtime ? " (realtime)" : "",
+                   o.workers > 1 ? " as worker " + std::to_string(worker) : "");
+        for (const auto& l : server.listening(true))
+            M0_LOG(info, "admin listening on ", l,
                    o.server.admin_open ? " (--admin-open: no key asked)" : "");
+        // systemd: ready once every listener accepts; the watchdog is pinged
+        // from the loop, so a loop that stops turning stops the pings.
+        if (worker == 0)
+            proc::notify_ready(
+                "serving on " + server.listening(false).front() +
+                (o.workers > 1 ? " with " + std::to_string(o.workers) + " workers" : ""));
+        std::unique_ptr<Timer> watchdog;
+        if (double every = proc::watchdog_seconds(); every > 0) {
+            watchdog = std::make_unique<Timer>(
+                loop, [] { proc::notify_watchdog(); }, true);
+            watchdog->start(every / 2);
+        }
         loop.run();
         grace_deadline = server.shutting_down() ? server.shutdown_at() + o.server.grace
                                                 : m0::monotonic_seconds();
@@ -405,6 +469,9 @@ int run(int argc, char** argv) {
         die(e.what());
     }
     log::set_level(o.level);
+    // Socket activation is read before any fork: LISTEN_PID names this process.
+    if (std::string err; !proc::systemd_sockets(o.systemd_fds, err)) die(err);
+    if (!o.systemd_fds.empty() && o.check) o.systemd_fds.clear();  // --check binds its own
     // --check loads and binds once, in this process, with no workers.
     if (o.workers > 1 && !o.check)
         return proc::supervise(o.workers, [&o](int worker) { return serve(o, worker); });

@@ -45,8 +45,31 @@ TEST_CASE("options: --flag=value and --flag value are the same", "[app][options]
     auto b = parse({"app", "--blocking-threads", "8", "--listen=127.0.0.1:9000"});
     CHECK(a.blocking_threads == 8);
     CHECK(b.blocking_threads == 8);
-    CHECK(a.port == 9000);
-    CHECK(b.port == 9000);
+    REQUIRE(a.listens.size() == 1);
+    REQUIRE(b.listens.size() == 1);
+    CHECK(a.listens[0].port == 9000);
+    CHECK(b.listens[0].port == 9000);
+}
+
+TEST_CASE("options: --listen repeats, takes unix:PATH, and defaults to 127.0.0.1:8000",
+          "[app][options]") {
+    auto d = parse({"app"});
+    REQUIRE(d.listens.size() == 1);
+    CHECK(d.listens[0].text() == "127.0.0.1:8000");
+    auto o = parse({"app", "--listen", "[::1]:9001", "--listen", "unix:/run/m0/m0.sock",
+                    "--unix-mode", "0600", "--unix-owner", "0:0", "--admin-listen",
+                    "unix:/run/m0/admin.sock", "--admin-open"});
+    REQUIRE(o.listens.size() == 2);
+    CHECK(o.listens[0].host == "[::1]");
+    CHECK(o.listens[0].port == 9001);
+    CHECK(o.listens[1].path == "/run/m0/m0.sock");
+    CHECK(o.listens[1].text() == "unix:/run/m0/m0.sock");
+    CHECK(o.unix_socket.mode == 0600);
+    CHECK(o.unix_socket.uid == 0);
+    CHECK(o.unix_socket.gid == 0);
+    REQUIRE(o.admin);
+    CHECK(o.admin->path == "/run/m0/admin.sock");  // --admin-open: a unix socket is local
+    CHECK(parse({"app", "--unix-owner", "root"}).unix_socket.gid == 0);
 }
 
 TEST_CASE("options: bad input is one line naming the flag", "[app][options]") {
@@ -58,6 +81,17 @@ TEST_CASE("options: bad input is one line naming the flag", "[app][options]") {
     CHECK(error_of({"a", "b"}) == "one APP only, got 'a' and 'b'");
     CHECK(error_of({"--mount", "/=nosuch"}).find("neither module:callable") != std::string::npos);
     CHECK(error_of({"app", "--admin-open"}) == "--admin-open needs --admin-listen");
+    CHECK(error_of({"app", "--admin-open", "--admin-listen", "0.0.0.0:9"})
+              .starts_with("--admin-open needs a loopback or unix: --admin-listen"));
+    CHECK(error_of({"app", "--listen", "unix:"}).starts_with("--listen unix:PATH wants a path"));
+    CHECK(error_of({"app", "--unix-mode", "0999"}) ==
+          "--unix-mode wants an octal mode such as 0660, got '0999'");
+    CHECK(error_of({"app", "--unix-owner", "no-such-user-m0"}) ==
+          "--unix-owner: no user 'no-such-user-m0'");
+    CHECK(error_of({"app", "--unix-owner", "root:no-such-group-m0"}) ==
+          "--unix-owner: no group 'no-such-group-m0'");
+    CHECK(error_of({"app", "--workers", "2", "--listen", "unix:/tmp/x.sock"})
+              .starts_with("--workers cannot share --listen unix:/tmp/x.sock"));
     CHECK(error_of({"app", "--bus", "redis://127.0.0.1:6379"}).ends_with("needs --realtime"));
     CHECK(error_of({"app", "--realtime", "--workers", "2"}).find("needs a shared bus") !=
           std::string::npos);

@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <ctime>
 
@@ -14,7 +13,8 @@ TEST_CASE("access: a credential in the query is redacted, nothing else", "[http]
     CHECK(redact_target("/x?a=1&GRANT=s&b=2&Token=t&access_token=u&jwt=v") ==
           "/x?a=1&GRANT=[redacted]&b=2&Token=[redacted]&access_token=[redacted]&jwt=[redacted]");
     CHECK(redact_target("/x?key=k&signature=s&sig=s&password=p&secret=q") ==
-          "/x?key=[redacted]&signature=[redacted]&sig=[redacted]&password=[redacted]&secret=[redacted]");
+          "/x?key=[redacted]&signature=[redacted]&sig=[redacted]&password=[redacted]&secret=["
+          "redacted]");
     // Names that only contain a secret's name, a bare name, and no query at all stay.
     CHECK(redact_target("/x?grantee=alice&keys=1&grant&tokens=2") ==
           "/x?grantee=alice&keys=1&grant&tokens=2");

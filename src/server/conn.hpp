@@ -39,6 +39,7 @@ struct Server::Conn {
     std::shared_ptr<StreamState> stream;
     std::string remote_addr;
     uint16_t remote_port = 0;
+    const Listener* via = nullptr;        // the listener it came through (null: adopted)
     std::unique_ptr<AccessEntry> access;  // --access-log only
 
     explicit Conn(http::ParserLimits limits) : parser(limits) {}

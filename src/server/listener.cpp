@@ -1,9 +1,12 @@
-// Accepting connections: the listeners (client and admin), and the refusal
-// past --max-connections. Loop thread.
+// Accepting connections: the listeners (client and admin; TCP, unix
+// sockets, sockets handed over by systemd), and the refusal past
+// --max-connections. Loop thread.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +22,7 @@ namespace {
 // reason), the listeners stay disabled this long: a listening socket with
 // connections in its backlog stays readable, so retrying at once would spin.
 constexpr double kAcceptPauseSeconds = 0.1;
+constexpr int kBacklog = 512;
 
 // The port of a bound IPv4 or IPv6 socket.
 uint16_t port_of(const sockaddr_storage& ss) {
@@ -26,7 +30,48 @@ uint16_t port_of(const sockaddr_storage& ss) {
         return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
     return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
 }
+
+std::string host_of(const sockaddr_storage& ss) {
+    char buf[INET6_ADDRSTRLEN] = "";
+    if (ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr, buf,
+                  sizeof buf);
+    else if (ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
+    return buf;
+}
+
+// Whether something accepts on the unix socket at `addr`.
+bool unix_socket_live(const sockaddr_un& addr) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return true;  // cannot tell: do not remove it
+    bool live = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 ||
+                errno != ECONNREFUSED;
+    ::close(fd);
+    return live;
+}
 }  // namespace
+
+std::string Server::Listener::name() const {
+    if (!path.empty()) return "unix:" + path;
+    return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+           std::to_string(port);
+}
+
+bool Server::add_listener(std::unique_ptr<Listener> l, int fd, std::string& err) {
+    l->server = this;
+    evutil_make_socket_nonblocking(fd);
+    l->ev = evconnlistener_new(loop_.base(), on_accept, l.get(),
+                               LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+    if (!l->ev) {
+        err = "cannot accept on " + l->name() + ": " + std::strerror(errno);
+        ::close(fd);
+        return false;
+    }
+    evconnlistener_set_error_cb(l->ev, on_accept_error);
+    listeners_.push_back(std::move(l));
+    return true;
+}
 
 bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::string& err) {
     // "127.0.0.1", "localhost", "::1" or "[::1]".
@@ -43,45 +88,136 @@ bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::
         err = "cannot resolve " + host_in + ": " + gai_strerror(rc);
         return false;
     }
-    auto* l =
-        evconnlistener_new_bind(loop_.base(), admin ? on_admin_accept : on_accept, this,
+    auto* ev =
+        evconnlistener_new_bind(loop_.base(), on_accept, nullptr,
                                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
                                     (cfg_.reuse_port ? LEV_OPT_REUSEABLE_PORT : 0),
-                                512, res->ai_addr, static_cast<int>(res->ai_addrlen));
+                                kBacklog, res->ai_addr, static_cast<int>(res->ai_addrlen));
     int saved = errno;
     freeaddrinfo(res);
-    if (!l) {
+    if (!ev) {
         err = "cannot listen on " + host_in + ":" + std::to_string(port) + ": " +
               std::strerror(saved);
         return false;
     }
-    evconnlistener_set_error_cb(l, on_accept_error);
+    auto l = std::make_unique<Listener>();
+    l->server = this;
+    l->ev = ev;
+    l->admin = admin;
+    l->host = host;
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
-    getsockname(evconnlistener_get_fd(l), reinterpret_cast<sockaddr*>(&bound), &len);
-    if (admin) {
-        admin_listener_ = l;
-        admin_port_ = port_of(bound);
-    } else {
-        listener_ = l;
-        port_ = port_of(bound);
-        listen_host_ = host;
-    }
+    getsockname(evconnlistener_get_fd(ev), reinterpret_cast<sockaddr*>(&bound), &len);
+    l->port = port_of(bound);
+    evconnlistener_set_cb(ev, on_accept, l.get());
+    evconnlistener_set_error_cb(ev, on_accept_error);
+    listeners_.push_back(std::move(l));
     return true;
 }
 
-void Server::on_accept(evconnlistener*, evutil_socket_t fd, sockaddr* a, int, void* arg) {
-    static_cast<Server*>(arg)->accept_fd(fd, a, false);
+bool Server::listen_unix(const std::string& path, const UnixSocketOptions& opts, bool admin,
+                         std::string& err) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.empty() || path.size() >= sizeof addr.sun_path) {
+        err = "unix socket path must be 1 to " + std::to_string(sizeof addr.sun_path - 1) +
+              " bytes: '" + path + "'";
+        return false;
+    }
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            err = "cannot listen on unix:" + path + ": the file exists and is not a socket";
+            return false;
+        }
+        if (unix_socket_live(addr)) {
+            err = "cannot listen on unix:" + path + ": another process accepts on it";
+            return false;
+        }
+        ::unlink(path.c_str());  // stale: left by a process that is gone
+    }
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    auto fail = [&](const char* what) {
+        err = "cannot listen on unix:" + path + ": " + what + ": " + std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        return false;
+    };
+    if (fd < 0) return fail("socket");
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return fail("bind");
+    // Mode and owner before listen(): nobody connects under the umask's mode.
+    if (::chmod(path.c_str(), opts.mode) != 0) return fail("chmod");
+    if ((opts.uid >= 0 || opts.gid >= 0) &&
+        ::chown(path.c_str(), static_cast<uid_t>(opts.uid), static_cast<gid_t>(opts.gid)) != 0)
+        return fail("chown");
+    if (::listen(fd, kBacklog) != 0) return fail("listen");
+    auto l = std::make_unique<Listener>();
+    l->admin = admin;
+    l->path = path;
+    l->own_file = true;
+    if (::stat(path.c_str(), &st) == 0) l->inode = st.st_ino;
+    return add_listener(std::move(l), fd, err);
 }
-void Server::on_admin_accept(evconnlistener*, evutil_socket_t fd, sockaddr* a, int, void* arg) {
-    static_cast<Server*>(arg)->accept_fd(fd, a, true);
+
+bool Server::adopt_listener(int fd, bool admin, std::string& err) {
+    sockaddr_storage bound{};
+    socklen_t len = sizeof bound;
+    int type = 0, listening = 0;
+    socklen_t tl = sizeof type, ll = sizeof listening;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0 ||
+        ::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 ||
+        ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) != 0 || type != SOCK_STREAM ||
+        !listening) {
+        err = "file descriptor " + std::to_string(fd) + " is not a listening stream socket";
+        return false;
+    }
+    auto l = std::make_unique<Listener>();
+    l->admin = admin;
+    if (bound.ss_family == AF_UNIX) {
+        const auto* un = reinterpret_cast<const sockaddr_un*>(&bound);
+        l->path = un->sun_path[0] ? std::string(un->sun_path) : std::string("@");
+    } else {
+        l->host = host_of(bound);
+        l->port = port_of(bound);
+    }
+    return add_listener(std::move(l), fd, err);  // the file stays systemd's
+}
+
+uint16_t Server::bound_port(bool admin) const {
+    for (const auto& l : listeners_)
+        if (l->admin == admin && l->path.empty()) return l->port;
+    return 0;
+}
+
+std::vector<std::string> Server::listening(bool admin) const {
+    std::vector<std::string> out;
+    for (const auto& l : listeners_)
+        if (l->admin == admin) out.push_back(l->name());
+    return out;
+}
+
+void Server::close_listeners(bool admin) {
+    for (auto& l : listeners_) {
+        if (l->admin != admin || !l->ev) continue;
+        evconnlistener_free(l->ev);
+        l->ev = nullptr;
+        struct stat st {};
+        // Only the file this listener bound: another process may have replaced it.
+        if (l->own_file && ::lstat(l->path.c_str(), &st) == 0 && st.st_ino == l->inode)
+            ::unlink(l->path.c_str());
+    }
+}
+
+void Server::on_accept(evconnlistener*, evutil_socket_t fd, sockaddr* a, int, void* arg) {
+    auto* l = static_cast<Listener*>(arg);
+    l->server->accept_fd(*l, fd, a);
 }
 
 void Server::on_accept_error(evconnlistener*, void* arg) {
     // libevent calls this right after accept() failed with an error it does
     // not retry by itself (not EAGAIN, EINTR or ECONNABORTED).
     int err = EVUTIL_SOCKET_ERROR();
-    static_cast<Server*>(arg)->pause_accepting(err);
+    static_cast<Listener*>(arg)->server->pause_accepting(err);
 }
 
 void Server::pause_accepting(int err) {
@@ -93,21 +229,21 @@ void Server::pause_accepting(int err) {
         else
             M0_LOG(warn, "accept failed: ", std::strerror(err), ": accepting paused");
     }
-    // Both listeners: the file descriptors are the process's, not one listener's.
-    if (listener_) evconnlistener_disable(listener_);
-    if (admin_listener_) evconnlistener_disable(admin_listener_);
+    // Every listener: the file descriptors are the process's, not one listener's.
+    for (auto& l : listeners_)
+        if (l->ev) evconnlistener_disable(l->ev);
     if (!accept_pause_)
         accept_pause_ = std::make_unique<Timer>(loop_, [this] { resume_accepting(); });
     accept_pause_->start(kAcceptPauseSeconds);
 }
 
 void Server::resume_accepting() {
-    // After shutdown() the client listener is closed; the admin one serves on.
-    if (listener_ && !shutting_down_) evconnlistener_enable(listener_);
-    if (admin_listener_) evconnlistener_enable(admin_listener_);
+    // After shutdown() the client listeners are closed (ev null); the admin ones serve on.
+    for (auto& l : listeners_)
+        if (l->ev) evconnlistener_enable(l->ev);
 }
 
-void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
+void Server::accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr) {
     if (accept_episode_) {
         accept_episode_ = false;
         M0_LOG(info, "accepting resumed");
@@ -123,7 +259,7 @@ void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
         inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
         port = ntohs(in6->sin6_port);
     }
-    if (!admin && open_clients_ >= cfg_.max_connections) {
+    if (!l.admin && open_clients_ >= cfg_.max_connections) {
         // Over --max-connections: answer at once and close; the socket is fresh,
         // so the short answer fits its send buffer.
         metrics_.connections_refused.fetch_add(1);
@@ -139,7 +275,8 @@ void Server::accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin) {
         evutil_closesocket(fd);
         return;
     }
-    adopt(fd, buf, port, admin);
+    SlotRef slot = adopt(fd, buf, port, l.admin);
+    if (Conn* c = find(slot)) c->via = &l;
 }
 
 }  // namespace m0::server

@@ -28,6 +28,8 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
       holds_(*this, HoldConfig{cfg_.hold_buffer_limit, cfg_.hold_drain_timeout}, metrics),
       admin_(cfg_.admin_key, cfg_.admin_open, metrics, bus,
              [this](const std::string& channel) { return close_channel(channel); }) {
+    std::string unused;
+    trust_all_ = *http::TrustedProxies::parse("*", unused);
     // A peer that left makes writes fail with EPIPE, handled as an error on
     // that connection; the signal would end the whole process.
     ::signal(SIGPIPE, SIG_IGN);
@@ -52,8 +54,8 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
 Server::~Server() {
     for (auto& s : slots_)
         if (s.conn) close_conn(*s.conn);
-    if (listener_) evconnlistener_free(listener_);
-    if (admin_listener_) evconnlistener_free(admin_listener_);
+    close_listeners(false);
+    close_listeners(true);
 }
 
 void Server::add_mount(std::string prefix, SubmitFn submit) {
@@ -227,9 +229,14 @@ void Server::dispatch(Conn& c, Request req) {
     c.version_minor = req.version_minor;
     req.remote_addr = c.remote_addr;
     req.remote_port = c.remote_port;
-    req.server_name = listen_host_.empty() ? "127.0.0.1" : listen_host_;
-    req.server_port = c.admin ? admin_port_ : port_;
-    if (!c.admin) http::apply_forwarded(req, cfg_.forwarded_allow);
+    // SERVER_NAME and SERVER_PORT: the listener's; a unix socket's are
+    // localhost and 80, as gunicorn gives them.
+    const bool unix_peer = c.via && !c.via->path.empty();
+    req.server_name = !c.via ? "127.0.0.1" : unix_peer ? "localhost" : c.via->host;
+    req.server_port = !c.via ? 0 : unix_peer ? 80 : c.via->port;
+    // A peer on a unix socket is a local process the socket's mode let in: a
+    // proxy in front, trusted as gunicorn trusts it.
+    if (!c.admin) http::apply_forwarded(req, unix_peer ? trust_all_ : cfg_.forwarded_allow);
     if (access_log_) access_begin(c, req);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
@@ -603,10 +610,7 @@ void Server::shutdown() {
     shutdown_at_ = monotonic_seconds();
     // Closed, not just disabled: a client that connects now is refused at
     // once instead of waiting in the backlog to be reset at exit.
-    if (listener_) {
-        evconnlistener_free(listener_);
-        listener_ = nullptr;
-    }
+    close_listeners(false);
     M0_LOG(info, "shutting down: ", std::to_string(open_), " connections, ",
            std::to_string(holds_.holding().size()), " holds");
     for (auto& e : slots_) {
@@ -639,10 +643,7 @@ void Server::check_drained() {
         if (e.conn && !e.conn->admin) ++client;
     if (client == 0) {
         exited_ = true;
-        if (admin_listener_) {
-            evconnlistener_free(admin_listener_);
-            admin_listener_ = nullptr;
-        }
+        close_listeners(true);
         for (auto& e : slots_)
             if (e.conn) close_conn(*e.conn);
         loop_.exit();

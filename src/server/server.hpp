@@ -56,6 +56,13 @@ class AccessLog;
 
 namespace m0::server {
 
+// A unix socket listener's file: its mode (e.g. 0660) and owner (-1: the
+// process's).
+struct UnixSocketOptions {
+    unsigned mode = 0660;
+    int uid = -1, gid = -1;
+};
+
 struct ServerConfig {
     http::ParserLimits limits;
     double header_timeout = 10;
@@ -104,9 +111,20 @@ class Server final : private HoldSink {
     // The log must outlive the server.
     void set_access_log(AccessLog* log) { access_log_ = log; }
 
-    // Binds a listener; false with `err` set (e.g. the port is in use).
+    // Binds a TCP listener; false with `err` set (e.g. the port is in use).
     bool listen(const std::string& host, uint16_t port, bool admin, std::string& err);
-    uint16_t bound_port(bool admin) const { return admin ? admin_port_ : port_; }
+    // Binds a unix stream socket at `path`: a stale socket file (nobody
+    // accepting) is replaced, a live one or any other file is an error. Its
+    // mode and owner are set before it listens; the file is removed when the
+    // listener closes.
+    bool listen_unix(const std::string& path, const UnixSocketOptions& opts, bool admin,
+                     std::string& err);
+    // Serves on a socket that already listens (systemd socket activation).
+    bool adopt_listener(int fd, bool admin, std::string& err);
+    // The port of the first TCP listener of that kind (0: none).
+    uint16_t bound_port(bool admin) const;
+    // Every listener of that kind: "HOST:PORT" or "unix:PATH".
+    std::vector<std::string> listening(bool admin) const;
 
     // Adopts a connected socket (a socketpair end in tests); the server owns it.
     SlotRef adopt(int fd, std::string remote_addr, uint16_t remote_port, bool admin = false);
@@ -141,14 +159,29 @@ class Server final : private HoldSink {
 
   private:
     struct Conn;
+    // One listening socket. Kept until the server goes (connections point at
+    // the one they came through); `ev` is freed when it stops accepting.
+    struct Listener {
+        Server* server = nullptr;
+        evconnlistener* ev = nullptr;
+        bool admin = false;
+        std::string host;  // TCP: as given; unix: ""
+        uint16_t port = 0;
+        std::string path;         // unix: the socket file
+        bool own_file = false;    // bound here: removed on close
+        unsigned long inode = 0;  // the file bound, so another's is never removed
+        std::string name() const;
+    };
     enum class Phase { reading, waiting, streaming, holding, closing, lingering };
 
     Conn* find(SlotRef s) const;
     SlotRef alloc_slot();
     static void on_accept(evconnlistener*, evutil_socket_t, sockaddr*, int, void*);
-    static void on_admin_accept(evconnlistener*, evutil_socket_t, sockaddr*, int, void*);
     static void on_accept_error(evconnlistener*, void*);
-    void accept_fd(evutil_socket_t fd, sockaddr* addr, bool admin);
+    // Starts accepting on `fd` (bound and listening); false with `err` set.
+    bool add_listener(std::unique_ptr<Listener> l, int fd, std::string& err);
+    void close_listeners(bool admin);
+    void accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr);
     void pause_accepting(int err);
     void resume_accepting();
     static void on_read(bufferevent*, void*);
@@ -208,6 +241,7 @@ class Server final : private HoldSink {
     HoldTable holds_;
     AdminApi admin_;
     AccessLog* access_log_ = nullptr;  // loop thread
+    http::TrustedProxies trust_all_;   // for unix socket peers ("*")
 
     struct MountEntry {
         std::string prefix;
@@ -224,10 +258,7 @@ class Server final : private HoldSink {
     size_t open_ = 0;          // connections, admin ones too
     size_t open_clients_ = 0;  // client connections (--max-connections)
 
-    evconnlistener* listener_ = nullptr;
-    evconnlistener* admin_listener_ = nullptr;
-    uint16_t port_ = 0, admin_port_ = 0;
-    std::string listen_host_;
+    std::vector<std::unique_ptr<Listener>> listeners_;  // loop thread
     std::unique_ptr<Timer> accept_pause_;  // loop thread: re-enables the paused listeners
     bool accept_episode_ = false;          // loop thread: accept() failing, not yet resumed
     std::unique_ptr<FdWatcher> ring_watch_, bus_watch_;

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -1419,4 +1421,78 @@ TEST_CASE(
     CHECK(rig.reply(*other).body == "fresh");
     CHECK(rig.metrics.completions_dropped.load() == 1);
     CHECK(other->in.find("too late") == std::string::npos);
+}
+
+namespace {
+
+// A client connected to the unix socket at `path`; null when it cannot connect.
+std::unique_ptr<Client> unix_client(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return nullptr;
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        ::close(fd);
+        return nullptr;
+    }
+    return std::make_unique<Client>(fd);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "server: a unix socket listener serves; its peer is trusted as a proxy; the file has "
+    "its mode, replaces a stale one, refuses a live one, and goes when it closes",
+    "[server][unix]") {
+    char dir[] = "/tmp/m0-unix-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    const std::string path = std::string(dir) + "/s.sock";
+    {
+        // A stale file: bound, never listened on, closed.
+        int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un a{};
+        a.sun_family = AF_UNIX;
+        std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+        REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        ::close(s);
+    }
+    ServerConfig cfg;
+    std::string err;
+    REQUIRE(TrustedProxies::parse("", err));
+    cfg.forwarded_allow = *TrustedProxies::parse("", err);  // no TCP peer is trusted
+    auto rig = std::make_unique<ServerRig>(cfg);
+    std::string seen_addr, seen_name;
+    rig->server->add_mount("/", [&](SlotRef s, Request&& r) {
+        seen_addr = r.remote_addr;
+        seen_name = r.server_name + ":" + std::to_string(r.server_port);
+        Response resp;
+        resp.body = "ok";
+        rig->post(s, std::move(resp));
+        return Admission::queued;
+    });
+    UnixSocketOptions opts;
+    opts.mode = 0600;
+    REQUIRE(rig->server->listen_unix(path, opts, false, err));
+    struct stat st {};
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    CHECK(rig->server->listening(false) == std::vector<std::string>{"unix:" + path});
+
+    auto c = unix_client(path);
+    REQUIRE(c);
+    REQUIRE(c->send("GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n"));
+    REQUIRE(rig->read_until(*c, "ok"));
+    CHECK(seen_addr == "198.51.100.7");
+    CHECK(seen_name == "localhost:80");
+
+    // Another server cannot take a socket someone accepts on.
+    ServerRig other;
+    CHECK_FALSE(other.server->listen_unix(path, opts, false, err));
+    CHECK(err.find("another process accepts on it") != std::string::npos);
+
+    c.reset();
+    rig.reset();  // closes the listener: the file goes
+    CHECK(::access(path.c_str(), F_OK) != 0);
+    ::rmdir(dir);
 }
