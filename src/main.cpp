@@ -82,6 +82,9 @@ const char* kUsage =
                               smaller); must be below --hold-buffer-limit
   --max-holds N               past it, a hold answer is 503 (default 10000)
   --max-hold-channels N       a hold naming more channels is 502 (default 64)
+  --cors-origin ORIGIN        repeatable; a hold's head lets a page from ORIGIN
+                              (scheme://host[:port]) read the stream, or any with *
+  --cors-credentials          holds' heads add Access-Control-Allow-Credentials: true
   --history N                 events kept per channel for replay (default 64; 0: none)
   --history-seconds SECONDS   none kept longer (default 3600)
   --history-bytes BYTES       kept across all channels, oldest first out (default 67108864)
@@ -166,6 +169,8 @@ Options parse(int argc, char** argv) {
     Options o;
     std::optional<std::string> positional;    // APP
     std::string forwarded = "127.0.0.1,::1";  // gunicorn's default
+    std::vector<std::string> cors_origins;    // --cors-origin
+    bool cors_credentials = false;
     auto known_mojo = m0::mojo::mount_names();
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -287,6 +292,12 @@ Options parse(int argc, char** argv) {
             o.server.admin_open = true;
         } else if (a == "--grant-key-file") {
             o.grant_key_file = value();
+        } else if (a == "--cors-origin") {
+            std::string origin = value(), err;
+            if (!m0::http::CorsPolicy::make({origin}, false, err)) die("--cors-origin: " + err);
+            cors_origins.push_back(origin);
+        } else if (a == "--cors-credentials") {
+            cors_credentials = true;
         } else if (!a.starts_with("-") && !a.empty()) {
             // gunicorn's positional APP: module (its `application`) or module:callable.
             if (positional) die("one APP only, got '" + *positional + "' and '" + a + "'");
@@ -300,6 +311,9 @@ Options parse(int argc, char** argv) {
         auto t = m0::http::TrustedProxies::parse(forwarded, err);
         if (!t) die("--forwarded-allow-ips: " + err);
         o.server.forwarded_allow = *t;
+        auto cors = m0::http::CorsPolicy::make(cors_origins, cors_credentials, err);
+        if (!cors) die("--cors-origin: " + err);
+        o.server.cors = *cors;
     }
     if (positional) {
         MountSpec ms{"/", *positional, true};
@@ -497,6 +511,7 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
            secs(o.server.heartbeat), "; at most ", std::to_string(o.max_holds), " holds of ",
            std::to_string(o.max_hold_channels), " channels; hold buffer ",
            kib(o.server.hold_buffer_limit), ", events up to ", kib(o.max_event_size));
+    M0_LOG(info, "config: realtime: CORS on hold heads: ", o.server.cors.describe());
 }
 
 }  // namespace

@@ -230,6 +230,8 @@ void Server::dispatch(Conn& c, Request req) {
     req.server_name = listen_host_.empty() ? "127.0.0.1" : listen_host_;
     req.server_port = c.admin ? admin_port_ : port_;
     if (!c.admin) http::apply_forwarded(req, cfg_.forwarded_allow);
+    c.origin.reset();
+    if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled()) c.origin.emplace(*o);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
@@ -534,6 +536,8 @@ void Server::finish_hold_head(Conn& c, Response& r) {
         refuse_answer(c, why);
         return;
     }
+    // Holds only: an ordinary answer's CORS fields are the application's.
+    cfg_.cors.apply(c.origin, r.headers);
     std::string head = head_text(c, r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
