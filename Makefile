@@ -27,6 +27,8 @@ DEB_PACKAGES += libhiredis-dev redis-server python3-redis
 # systemd: sd_notify and socket activation (libsystemd), and
 # systemd-socket-activate, which smoke 10 starts m0serve under.
 DEB_PACKAGES += libsystemd-dev systemd
+# smoke 90-nginx puts Debian's nginx in front of m0serve (on its own ports).
+DEB_PACKAGES += nginx
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
@@ -44,15 +46,21 @@ SMOKE_TARGETS := $(shell ls smoke/[0-9][0-9]-*.py 2>/dev/null | sed -E 's|smoke/
 SABOTAGE_GROUPS := $(shell ls sabotage/*.mutation 2>/dev/null | sed -E 's|sabotage/([a-z0-9]+)-.*|\1|' | sort -u)
 
 # $(call install_debs,PACKAGES): installs those of PACKAGES that are missing
-# (apt-get, when root); prints the command otherwise.
+# (apt-get, when root); prints the command otherwise. While it installs, a
+# policy-rc.d that refuses service starts is put in place when the machine has
+# none, so nginx or redis-server is installed without starting the system's
+# daemon (nginx would take port 80); the tests start their own.
 install_debs = missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	missing=$$(echo $$missing); \
 	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
 	echo "deps: missing: $$missing"; \
 	if [ "$$(id -u)" = 0 ]; then \
+	  rcd=/usr/sbin/policy-rc.d; own=; \
+	  if [ ! -e $$rcd ]; then own=1; printf '\#!/bin/sh\nexit 101\n' > $$rcd; chmod 755 $$rcd; fi; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	  rc=$$?; [ -z "$$own" ] || rm -f $$rcd; exit $$rc; \
 	else \
 	  echo "deps: run: sudo apt-get update && sudo apt-get install -y $$missing"; exit 1; \
 	fi
@@ -99,11 +107,11 @@ test-python: fixtures-db
 
 smoke: $(SMOKE_TARGETS)
 
-# The browser smoke (headless Chromium driven by playwright-core from npm)
-# fails, rather than skips, when the browser is missing.
+# The browser smokes (headless Chromium driven by playwright-core from npm)
+# and the nginx smoke fail, rather than skip, when Chromium or nginx is missing.
 smoke-%: build fixtures-db
 	@[ -n "$(wildcard smoke/[0-9][0-9]-$*.py)" ] || { echo "make: no smoke/NN-$*.py"; exit 2; }
-	M0_REQUIRE_BROWSER=1 $(PY) $(wildcard smoke/[0-9][0-9]-$*.py) --binary $(M0SERVE)
+	M0_REQUIRE_BROWSER=1 M0_REQUIRE_NGINX=1 $(PY) $(wildcard smoke/[0-9][0-9]-$*.py) --binary $(M0SERVE)
 
 test-browser: smoke-textshelf-browser
 

@@ -233,9 +233,11 @@ def parse_head(raw):
 class Conn:
     """A raw client connection. self.buf holds received, unconsumed bytes."""
 
-    def __init__(self, addr, timeout=5.0):
+    def __init__(self, addr, timeout=5.0, source=None):
+        """source: the local address to connect from (e.g. "127.0.0.3")."""
         self.addr = addr
-        self.sock = socket.create_connection(addr, timeout=timeout)
+        self.sock = socket.create_connection(addr, timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.eof = False

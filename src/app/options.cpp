@@ -67,6 +67,9 @@ const char* const kUsage =
                               smaller); must be below --hold-buffer-limit
   --max-holds N               past it, a hold answer is 503 (default 10000)
   --max-hold-channels N       a hold naming more channels is 502 (default 64)
+  --cors-origin ORIGIN        repeatable; a hold's head lets a page from ORIGIN
+                              (scheme://host[:port]) read the stream, or any with *
+  --cors-credentials          holds' heads add Access-Control-Allow-Credentials: true
   --history N                 events kept per channel for replay (default 64; 0: none)
   --history-seconds SECONDS   none kept longer (default 3600)
   --history-bytes BYTES       kept across all channels, oldest first out (default 67108864)
@@ -158,6 +161,8 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
     Options o;
     std::optional<std::string> positional;    // APP
     std::string forwarded = "127.0.0.1,::1";  // gunicorn's default
+    std::vector<std::string> cors_origins;    // --cors-origin
+    bool cors_credentials = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         std::string v;
@@ -290,6 +295,12 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
             o.server.admin_open = true;
         } else if (a == "--grant-key-file") {
             o.grant_key_file = value();
+        } else if (a == "--cors-origin") {
+            std::string origin = value(), err;
+            if (!http::CorsPolicy::make({origin}, false, err)) fail("--cors-origin: " + err);
+            cors_origins.push_back(origin);
+        } else if (a == "--cors-credentials") {
+            cors_credentials = true;
         } else if (!a.starts_with("-") && !a.empty()) {
             // gunicorn's positional APP: module (its `application`) or module:callable.
             if (positional) fail("one APP only, got '" + *positional + "' and '" + a + "'");
@@ -303,6 +314,9 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
         auto t = http::TrustedProxies::parse(forwarded, err);
         if (!t) fail("--forwarded-allow-ips: " + err);
         o.server.forwarded_allow = *t;
+        auto cors = http::CorsPolicy::make(cors_origins, cors_credentials, err);
+        if (!cors) fail("--cors-origin: " + err);
+        o.server.cors = *cors;
     }
     if (positional) {
         MountSpec ms{"/", *positional, true};

@@ -227,6 +227,7 @@ void log_configuration(const Options& o, const m0::server::Server& server) {
            secs(o.server.heartbeat), "; at most ", std::to_string(o.max_holds), " holds of ",
            std::to_string(o.max_hold_channels), " channels; hold buffer ",
            kib(o.server.hold_buffer_limit), ", events up to ", kib(o.max_event_size));
+    M0_LOG(info, "config: realtime: CORS on hold heads: ", o.server.cors.describe());
 }
 
 // Whether the socket `fd` is bound to a loopback address or is a unix socket.

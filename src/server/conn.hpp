@@ -5,6 +5,7 @@
 #include <event2/bufferevent.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "http/access.hpp"
@@ -38,6 +39,7 @@ struct Server::Conn {
     double deadline = 0;         // waiting: when --request-timeout answers 504 (monotonic)
     std::shared_ptr<StreamState> stream;
     std::string remote_addr;
+    std::optional<std::string> origin;  // the request's Origin, kept for a hold head's CORS fields
     uint16_t remote_port = 0;
     const Listener* via = nullptr;        // the listener it came through (null: adopted)
     std::unique_ptr<AccessEntry> access;  // --access-log only

@@ -238,6 +238,8 @@ void Server::dispatch(Conn& c, Request req) {
     // proxy in front, trusted as gunicorn trusts it.
     if (!c.admin) http::apply_forwarded(req, unix_peer ? trust_all_ : cfg_.forwarded_allow);
     if (access_log_) access_begin(c, req);
+    c.origin.reset();
+    if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled()) c.origin.emplace(*o);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
@@ -544,6 +546,8 @@ void Server::finish_hold_head(Conn& c, Response& r) {
         refuse_answer(c, why);
         return;
     }
+    // Holds only: an ordinary answer's CORS fields are the application's.
+    cfg_.cors.apply(c.origin, r.headers);
     std::string head = head_text(c, r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bus/channel.hpp"
+#include "http/cors.hpp"
 #include "http/forwarded.hpp"
 #include "http/message.hpp"
 #include "http/parser.hpp"
@@ -85,6 +86,8 @@ struct ServerConfig {
     // Peers whose X-Forwarded-For / -Proto are believed (--forwarded-allow-ips);
     // none by default here, the binary's default is loopback.
     http::TrustedProxies forwarded_allow;
+    // --cors-origin, --cors-credentials: the CORS fields of hold heads (none by default).
+    http::CorsPolicy cors;
     bool reuse_port = false;  // --workers: every worker binds the listeners (SO_REUSEPORT)
     std::string server_header = "m0serve/" M0_VERSION;
 };

@@ -112,6 +112,40 @@ TEST_CASE("hold loop: the head goes out before any event, even when events were 
     CHECK(rig.server->holding(rig.slot));
 }
 
+TEST_CASE("hold loop: with --cors-origin the hold head names an allowed Origin, and no other",
+          "[hold][loop][cors]") {
+    std::string err;
+    server::ServerConfig cfg;
+    auto cors = http::CorsPolicy::make({"http://127.0.0.2:8080"}, true, err);
+    REQUIRE(cors);
+    cfg.cors = *cors;
+    Rig rig(cfg);
+    std::string origin;
+    bool allowed = false;
+    SECTION("an allowed origin is echoed, with credentials") {
+        origin = "Origin: http://127.0.0.2:8080\r\n";
+        allowed = true;
+    }
+    SECTION("another origin gets no Access-Control field") {
+        origin = "Origin: http://127.0.0.3:8080\r\n";
+    }
+    SECTION("no Origin, none either") {}
+    rig.send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n" + origin + "\r\n");
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    std::string got;
+    rig.read_until(": mojo hold\n\n", got);
+    std::string head = got.substr(0, got.find("\r\n\r\n") + 2);
+    CHECK(head.find("Vary: Origin\r\n") != std::string::npos);
+    if (allowed) {
+        CHECK(head.find("Access-Control-Allow-Origin: http://127.0.0.2:8080\r\n") !=
+              std::string::npos);
+        CHECK(head.find("Access-Control-Allow-Credentials: true\r\n") != std::string::npos);
+    } else {
+        CHECK(head.find("Access-Control-") == std::string::npos);
+    }
+}
+
 TEST_CASE("hold loop: a client that leaves is unsubscribed and its slot released", "[hold][loop]") {
     Rig rig;
     rig.hold("channel=c,d");

@@ -1,0 +1,62 @@
+// CORS for holds: which cross-origin pages may read a stream (--cors-origin,
+// --cors-credentials). Pure functions and a read-only policy: any thread.
+//
+// DESIGN
+// A browser's EventSource to another origin is a CORS request (WHATWG HTML
+// §9.2: the fetch's mode is "cors"); it sends `Origin` and reads the stream
+// only when the head names that origin (or `*`) in
+// Access-Control-Allow-Origin. An EventSource sets no custom header, so there
+// is no preflight: the hold's head alone decides. The policy is a list of
+// origins compared in one spelling (normalize_origin: scheme and host in
+// lower case, the scheme's default port left out), and the head echoes the
+// request's Origin as sent. An Origin not in the list gets no CORS header at
+// all, so the browser refuses the stream.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http/message.hpp"
+
+namespace m0::http {
+
+// `text` as an origin in one spelling: "scheme://host[:port]" with scheme and
+// host lower-cased and the port dropped when it is the scheme's default (80
+// for http, 443 for https). nullopt when `text` is not of that form: no
+// scheme, an empty host, a path (a trailing "/" too), a query, userinfo, a
+// port that is not 1..65535, or bytes outside a host name or [IPv6] literal.
+std::optional<std::string> normalize_origin(std::string_view text);
+
+class CorsPolicy {
+  public:
+    // From the --cors-origin values ("*" allows any origin) and
+    // --cors-credentials. nullopt with `err` set when an origin is malformed
+    // (naming it), or when "*" is combined with credentials (the Fetch
+    // standard refuses `Access-Control-Allow-Origin: *` on a credentialed
+    // request). No origins: a policy that never adds a header.
+    static std::optional<CorsPolicy> make(const std::vector<std::string>& origins, bool credentials,
+                                          std::string& err);
+    bool enabled() const { return any_ || !origins_.empty(); }
+    bool credentials() const { return credentials_; }
+    // The Access-Control-Allow-Origin value for a request whose Origin header
+    // is `origin` (nullopt: none sent): "*" with "*" configured, the request's
+    // Origin as sent when it is in the list, else nullopt (no CORS header).
+    std::optional<std::string> allow_origin(std::optional<std::string_view> origin) const;
+    // Sets a hold head's CORS fields for a request whose Origin is `origin`:
+    // any Access-Control-Allow-Origin/-Credentials the handler set is
+    // replaced by the policy's answer (or removed when the origin is not
+    // allowed); with a list of origins, `Vary: Origin` is added. A disabled
+    // policy leaves `head` unchanged.
+    void apply(std::optional<std::string_view> origin, Headers& head) const;
+    // For the start-up log: "none", "*", or the normalized origins
+    // comma-separated, then " with credentials" when so.
+    std::string describe() const;
+
+  private:
+    bool any_ = false;
+    bool credentials_ = false;
+    std::vector<std::string> origins_;  // normalized
+};
+
+}  // namespace m0::http
