@@ -81,7 +81,7 @@ T parse_number(const std::string& flag, const std::string& v, T lo, T hi) {
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
     if (ec != std::errc() || p != v.data() + v.size() || n < lo || n > hi)
         fail(flag + " wants a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-            ", got '" + v + "'");
+             ", got '" + v + "'");
     return n;
 }
 
@@ -107,7 +107,7 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
     Options o;
     std::optional<std::string> positional;    // APP
     std::string forwarded = "127.0.0.1,::1";  // gunicorn's default
-        for (int i = 1; i < argc; ++i) {
+    for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         std::string v;
         size_t eq = a.find('=');
@@ -146,8 +146,8 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
                 }
                 if (!found)
                     fail("--mount " + m + ": '" + ms.spec +
-                        "' is neither module:callable nor a compiled-in mojo mount (" + names +
-                        ")");
+                         "' is neither module:callable nor a compiled-in mojo mount (" + names +
+                         ")");
             }
             for (const auto& other : o.mounts)
                 if (other.prefix == ms.prefix)
@@ -258,13 +258,13 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
         if (!o.admin_key_file.empty()) fail("--admin-open and --admin-key-file exclude each other");
         if (!http::loopback_only(o.admin_host))
             fail("--admin-open needs a loopback --admin-listen (127.0.0.0/8 or ::1), got '" +
-                o.admin_host + "'");
+                 o.admin_host + "'");
     }
     if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
     // Each worker has its own in-process bus: a hold would not hear another's publishes.
     if (o.workers > 1 && o.realtime && !o.redis)
         fail("--workers " + std::to_string(o.workers) +
-            " with --realtime needs a shared bus: --bus redis://HOST:PORT/DB");
+             " with --realtime needs a shared bus: --bus redis://HOST:PORT/DB");
     if (o.workers > 1 && o.port == 0)
         fail("--workers needs a fixed --listen port (each worker binds it)");
     o.server.reuse_port = o.workers > 1;
@@ -273,7 +273,7 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
         o.max_event_size = std::min(bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);
     else if (o.max_event_size >= o.server.hold_buffer_limit)
         fail("--max-event-size " + std::to_string(o.max_event_size) +
-            " must be below --hold-buffer-limit " + std::to_string(o.server.hold_buffer_limit));
+             " must be below --hold-buffer-limit " + std::to_string(o.server.hold_buffer_limit));
     return o;
 }
 

@@ -46,7 +46,7 @@ struct Options {
     server::ServerConfig server;
     bool realtime = false;
     std::optional<bus::RedisUrl> redis;  // --bus redis://...; none: in process
-    int workers = 1;                         // --workers: more than 1, a supervising parent
+    int workers = 1;                     // --workers: more than 1, a supervising parent
     int64_t max_holds = 10000;
     size_t max_hold_channels = 64;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
