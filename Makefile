@@ -29,6 +29,9 @@ DEB_PACKAGES += libhiredis-dev redis-server python3-redis
 DEB_PACKAGES += libsystemd-dev systemd
 # smoke 90-nginx puts Debian's nginx in front of m0serve (on its own ports).
 DEB_PACKAGES += nginx
+# make install and smoke 90 (an application's own binary built against the
+# installed package) need nothing more than the build does: cmake, g++,
+# pkg-config and the -dev packages above, which the package config finds again.
 # Node.js and npm drive the browser test (playwright-core from npm); Debian's
 # packages are used only when the machine has none.
 NODE_PACKAGES := $(if $(shell command -v node),,nodejs) $(if $(shell command -v npm),,npm)
@@ -36,7 +39,7 @@ GRANT_KEYS ?= $(BUILD)/grant.keys
 ADMIN_KEY  ?= $(BUILD)/admin.key
 TEXTSHELF  := fixtures/textshelf
 
-.PHONY: deps build configure test unit property property-long test-python smoke test-browser \
+.PHONY: deps build configure install test unit property property-long test-python smoke test-browser \
         test-asan test-tsan sabotage soak bench bench-deps bench-holds serve serve-djangoproj fixtures-db clean format format-check
 
 # Every smoke/NN-NAME.py is a smoke, run by `make smoke-NAME` and by `make smoke`;
@@ -79,6 +82,13 @@ configure:
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The binary, the libraries and headers an application builds its own server
+# with, the m0 Python package and publish.lua, the CMake package (m0serveConfig);
+# see the README's "Your own mojo mounts". DESTDIR stages, as usual.
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # ---- tests -------------------------------------------------------------
 test: deps build

@@ -16,12 +16,14 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -34,6 +36,7 @@
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "mojo/registry.hpp"
 #include "proc/supervisor.hpp"
 #include "proc/systemd.hpp"
 #include "server/access_log.hpp"
@@ -186,12 +189,17 @@ std::string secs(double s) {
 
 // The start-up block: what this process serves and with which limits, one
 // line per part, so an operator reads the effective configuration in the log.
-void log_configuration(const Options& o, const m0::server::Server& server) {
+void log_configuration(const Options& o, const m0::server::Server& server,
+                       const std::string& package_dir) {
     std::string mounts;
-    for (const auto& m : o.mounts)
+    bool any_wsgi = false;
+    for (const auto& m : o.mounts) {
         mounts += (mounts.empty() ? "" : ", ") + m.prefix + " -> " + m.spec +
                   (m.wsgi ? " (wsgi)" : " (mojo)");
+        any_wsgi = any_wsgi || m.wsgi;
+    }
     M0_LOG(info, "config: mounts ", mounts);
+    if (any_wsgi) M0_LOG(info, "config: python package m0 from ", package_dir);
     M0_LOG(info, "config: ", std::to_string(o.workers), o.workers > 1 ? " workers" : " process",
            "; pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
            std::to_string(o.mojo_threads), " threads, at most ", std::to_string(o.max_queued),
@@ -277,8 +285,29 @@ void bind_listeners(const Options& o, int worker, server::Server& server) {
     }
 }
 
-// One server process (the only one, or worker `worker` under --workers).
-int serve(Options o, int worker) {
+// The folder holding the `m0` Python package: M0_PYTHON_PACKAGE_DIR from the
+// environment; else, when this program runs as PREFIX/bin/NAME (an installed
+// m0serve), PREFIX/share/m0serve/python if the package is there; else
+// `built_in`, the folder the program was compiled to look in.
+std::string find_package_dir(std::string built_in) {
+    if (const char* env = std::getenv("M0_PYTHON_PACKAGE_DIR")) return env;
+    char exe[4096];
+    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return built_in;
+    std::string path(exe, static_cast<size_t>(n));
+    std::string bin = path.substr(0, path.rfind('/'));  // PREFIX/bin, or not
+    constexpr std::string_view kBin = "/bin";
+    if (bin.size() <= kBin.size() || bin.compare(bin.size() - kBin.size(), kBin.size(), kBin) != 0)
+        return built_in;
+    std::string installed = bin.substr(0, bin.size() - kBin.size()) + "/share/m0serve/python";
+    return ::access((installed + "/m0/__init__.py").c_str(), R_OK) == 0 ? installed : built_in;
+}
+
+// One server process (the only one, or worker `worker` under --workers),
+// making its mojo mounts from `registry` and finding the `m0` Python package
+// in `package_dir`.
+int serve(Options o, int worker, const m0::mojo::Registry& registry,
+          const std::string& package_dir) {
     signal(SIGPIPE, SIG_IGN);
     size_connections(o, raise_fd_limit());
     // Key files are read before --chdir: relative paths mean the caller's directory.
@@ -347,8 +376,7 @@ int serve(Options o, int worker) {
     std::vector<PyObject*> apps(o.mounts.size(), nullptr);
     if (any_wsgi) {
         std::string err;
-        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, M0_PYTHON_PACKAGE_DIR};
-        if (const char* env = std::getenv("M0_PYTHON_PACKAGE_DIR")) po.package_dir = env;
+        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, package_dir};
         if (!m0::wsgi::start(po, bus.get(), err)) die(err);
         for (size_t i = 0; i < o.mounts.size(); ++i) {
             if (!o.mounts[i].wsgi) continue;
@@ -382,7 +410,7 @@ int serve(Options o, int worker) {
                                      return pool->submit(app, s, std::move(r));
                                  });
             } else {
-                handlers.push_back(m0::mojo::make_mount(o.mounts[i].spec, env));
+                handlers.push_back(registry.make(o.mounts[i].spec, env));
                 auto* handler = handlers.back().get();
                 auto* pool = mojo_pool.get();
                 server.add_mount(o.mounts[i].prefix,
@@ -393,7 +421,7 @@ int serve(Options o, int worker) {
         }
         std::string err;
         bind_listeners(o, worker, server);
-        log_configuration(o, server);
+        log_configuration(o, server, package_dir);
         if (o.check) {
             // Everything loaded and bound: the configuration serves. Nothing
             // ran on the pools, so there is nothing to drain.
@@ -462,10 +490,15 @@ int serve(Options o, int worker) {
 
 }  // namespace
 
-int run(int argc, char** argv) {
+int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_package_dir) {
+    // Before the options: a program that could not tell its mounts apart
+    // must not start, whatever its command line.
+    if (!mounts.duplicates().empty())
+        die("mojo mount name '" + mounts.duplicates().front() +
+            "' is registered twice: each mount type needs a name of its own");
     Options o;
     try {
-        o = parse_options(argc, argv, mojo::mount_names());
+        o = parse_options(argc, argv, mounts.names());
     } catch (const OptionError& e) {
         die(e.what());
     }
@@ -473,10 +506,12 @@ int run(int argc, char** argv) {
     // Socket activation is read before any fork: LISTEN_PID names this process.
     if (std::string err; !proc::systemd_sockets(o.systemd_fds, err)) die(err);
     if (!o.systemd_fds.empty() && o.check) o.systemd_fds.clear();  // --check binds its own
+    std::string package_dir = find_package_dir(std::move(python_package_dir));
     // --check loads and binds once, in this process, with no workers.
     if (o.workers > 1 && !o.check)
-        return proc::supervise(o.workers, [&o](int worker) { return serve(o, worker); });
-    return serve(std::move(o), 0);
+        return proc::supervise(o.workers,
+                               [&](int worker) { return serve(o, worker, mounts, package_dir); });
+    return serve(std::move(o), 0, mounts, package_dir);
 }
 
 }  // namespace m0::app

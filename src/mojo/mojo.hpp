@@ -3,8 +3,11 @@
 // DESIGN
 // A mount is a compile-time type satisfying MojoMount: a static `name` (what
 // `--mount PREFIX=NAME` says) and `serve(const Request&) -> Response`, called on
-// a MojoPool thread (never with the GIL). Registered by listing the type in
-// kMounts (registry.cpp). A serve function may answer
+// a MojoPool thread (never with the GIL). A program serves the mounts of the
+// Registry it hands m0::app::run (mojo/registry.hpp): m0serve's own main()
+// lists BuiltinMount; an application's main() lists its own types beside it.
+// This header and what it includes are installed (`make install`): they must
+// stay free of the server's internals. A serve function may answer
 //   - an ordinary response;
 //   - a hold: `M0-Hold: stream` + `M0-Channel: NAME` on an ordinary response,
 //     the body being the head of the stream (see hold/hold.hpp);
@@ -17,7 +20,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "http/message.hpp"
 
@@ -57,10 +59,5 @@ class HandlerFor final : public Handler {
   private:
     M mount_;
 };
-
-// The mount registered as `name`, or null.
-std::unique_ptr<Handler> make_mount(std::string_view name, const MojoEnv& env);
-// The names of every compiled-in mount.
-std::vector<std::string> mount_names();
 
 }  // namespace m0::mojo

@@ -1,29 +1,31 @@
-// The compile-time list of mojo mounts. A new mount: a type satisfying
-// MojoMount, listed in kMounts.
-#include <tuple>
+// The mojo mount registry (see registry.hpp).
+#include "mojo/registry.hpp"
 
-#include "mojo/builtin.hpp"
-#include "mojo/mojo.hpp"
+#include <algorithm>
 
 namespace m0::mojo {
 
-namespace {
-template <MojoMount... Ms>
-struct MountList {
-    static std::unique_ptr<Handler> make(std::string_view name, const MojoEnv& env) {
-        std::unique_ptr<Handler> out;
-        ((name == Ms::name && !out ? (out = std::make_unique<HandlerFor<Ms>>(env), 0) : 0), ...);
-        return out;
+bool Registry::add(std::string name, MountFactory make) {
+    auto same = [&name](const Entry& e) { return e.name == name; };
+    if (std::any_of(entries_.begin(), entries_.end(), same)) {
+        duplicates_.push_back(std::move(name));
+        return false;
     }
-    static std::vector<std::string> names() { return {std::string(Ms::name)...}; }
-};
-using kMounts = MountList<BuiltinMount>;
-}  // namespace
-
-std::unique_ptr<Handler> make_mount(std::string_view name, const MojoEnv& env) {
-    return kMounts::make(name, env);
+    entries_.push_back({std::move(name), std::move(make)});
+    return true;
 }
 
-std::vector<std::string> mount_names() { return kMounts::names(); }
+std::unique_ptr<Handler> Registry::make(std::string_view name, const MojoEnv& env) const {
+    for (const Entry& e : entries_)
+        if (e.name == name) return e.make(env);
+    return nullptr;
+}
+
+std::vector<std::string> Registry::names() const {
+    std::vector<std::string> out;
+    out.reserve(entries_.size());
+    for (const Entry& e : entries_) out.push_back(e.name);
+    return out;
+}
 
 }  // namespace m0::mojo
