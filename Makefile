@@ -27,6 +27,8 @@ DEB_PACKAGES += libhiredis-dev redis-server python3-redis
 # systemd: sd_notify and socket activation (libsystemd), and
 # systemd-socket-activate, which smoke 10 starts m0serve under.
 DEB_PACKAGES += libsystemd-dev systemd
+# --config FILE: TOML, read with Debian's toml++.
+DEB_PACKAGES += libtomlplusplus-dev
 # smoke 90-nginx puts Debian's nginx in front of m0serve (on its own ports).
 DEB_PACKAGES += nginx
 # make install and smoke 90 (an application's own binary built against the

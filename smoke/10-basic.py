@@ -1105,5 +1105,44 @@ def phase46(ctx):
         shutil.rmtree(d, ignore_errors=True)
 
 
+@smoke.phase(47, "--config FILE (TOML): its keys set the flags (served: Django and the mojo mount, the access log, "
+                 "realtime), the command line wins, --check validates it; an unknown key or a wrong type exits 2 "
+                 "with one line naming the file and line")
+def phase47(ctx):
+    log = ctx.tmpfile("config-access.log", "")
+    conf = ctx.tmpfile("m0serve.toml", "\n".join([
+        "# the fixture project, as an operator writes it",
+        'app = "djangoproj.wsgi"',
+        'chdir = "fixtures/djangoproj"',
+        'mount = ["/native=mojo"]',
+        "blocking_threads = 3",
+        "realtime = true",
+        "heartbeat = 30",
+        'access-log = "%s"' % log,
+        'listen = "127.0.0.1:1"',  # replaced by the --listen the harness gives
+        ""]))
+    srv = ctx.server(["--config", conf, "--heartbeat", "20"])
+    for path, want in (("/", b"m0serve demo"), ("/native/hello", b"hello from mojo")):
+        r = http(srv.addr, "GET", path)
+        check(r.status == 200 and want in r.body, "GET %s: %s" % (path, r.summary()))
+    text = srv.log_text()
+    for part in ("config: mounts /native -> mojo (mojo), / -> djangoproj.wsgi:application (wsgi)",
+                 "pools: wsgi 3 threads", "heartbeat 20s", "config: access log %s" % log):
+        check(part in text, "the configuration block lacks %r: %s" % (part, short(text, 800)))
+    check("127.0.0.1:1" not in text.split("config: listeners:")[1].split("\n")[0],
+          "the file's listen was not replaced by the command line's")
+    check(len(wait_lines(log, 2)) >= 2, "the file's access-log was not written")
+    rc, out, err = ctx.run_binary(["--config", conf, "--listen", "127.0.0.1:%d" % free_port(), "--check"], 30,
+                                  label="%s-phase47-check" % SCRIPT)
+    check(rc == 0 and "configuration ok" in out, "--config with --check: exit %r, %s" % (rc, short(err)))
+    bad = ctx.tmpfile("bad.toml", 'app = "djangoproj.wsgi"\nchdir = "fixtures/djangoproj"\n\nmax_holdz = 5\n')
+    line = bad_flag(ctx, ["--config", bad, "--listen", "127.0.0.1:%d" % free_port()], "config-unknown-key")
+    check(line == "m0serve: %s:4: 'max_holdz' is not a flag m0serve knows (see --help)" % bad,
+          "an unknown key: %r" % line)
+    typed = ctx.tmpfile("typed.toml", 'app = "djangoproj.wsgi"\nrealtime = "yes"\n')
+    line = bad_flag(ctx, ["--config", typed, "--listen", "127.0.0.1:%d" % free_port()], "config-type")
+    check(line == "m0serve: %s:2: 'realtime' wants true or false" % typed, "a wrong type: %r" % line)
+
+
 if __name__ == "__main__":
     sys.exit(smoke.main())

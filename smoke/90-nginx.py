@@ -73,6 +73,20 @@ def readme_site():
 
 SITE = readme_site()
 
+
+def readme_unix_upstream():
+    """The unix socket the README's unix-socket variant names for the upstream."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    section = text[text.index("## Behind nginx"):]
+    section = section[:section.index("\n## ", 3)]
+    blocks = section.split("```nginx\n")
+    check(len(blocks) == 3, "README's Behind nginx has %d nginx blocks, want 2" % (len(blocks) - 1))
+    unix_block = blocks[2][:blocks[2].index("```")]
+    line = [l.strip() for l in unix_block.splitlines() if l.strip().startswith("server unix:")]
+    check(len(line) == 1, "README's unix variant names no single 'server unix:...;'")
+    return line[0][len("server unix:"):].rstrip(";")
+
 MAIN = """
 %(user)s
 worker_processes 1;
@@ -109,7 +123,8 @@ class Nginx:
             except KeyError:
                 group = "nobody"
             user = "user nobody %s;" % group
-        site = SITE % {"upstream": "%s:%d" % upstream, "listen": "%s:%d" % self.addr}
+        up = upstream if isinstance(upstream, str) else "%s:%d" % upstream
+        site = SITE % {"upstream": up, "listen": "%s:%d" % self.addr}
         self.conf = os.path.join(self.dir, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(MAIN % {"user": user, "dir": self.dir, "site": site})
@@ -373,6 +388,44 @@ def phase5(ctx):
         again.conn.read_until(lambda b: False, 0.3)
         check_stream(again.body(), [(n, "e%d" % i, None) for i, n in enumerate(ids)][2:],
                      "the %s reconnect with Last-Event-ID: %d" % (pool, ids[1]))
+
+
+@smoke.phase(6, "README's unix-socket variant: nginx reaches m0serve over --listen unix:PATH (the socket's group "
+                "is nginx's, mode 0660); events reach a hold, and the client's address reaches Django with "
+                "--forwarded-allow-ips '' (a unix peer is trusted)")
+def phase6(ctx):
+    readme_path = readme_unix_upstream()
+    check(readme_path.startswith("/"), "README's unix socket %r is not a path" % readme_path)
+    d = tempfile.mkdtemp(prefix="m0-nginx-unix-")
+    try:
+        os.chmod(d, 0o755)  # nginx's worker (nobody, when run as root) walks in
+        sock = os.path.join(d, os.path.basename(readme_path))
+        extra = ["--listen", "unix:" + sock, "--forwarded-allow-ips", ""]
+        if os.geteuid() == 0:
+            # The worker is nobody:nogroup: the socket's group lets it connect, as
+            # --unix-owner m0serve:www-data does in the README.
+            group = "nogroup"
+            try:
+                grp.getgrnam(group)
+            except KeyError:
+                group = "nobody"
+            extra += ["--unix-owner", "root:" + group]
+        srv, _ = setup(ctx, extra)
+        st = os.stat(sock)
+        check(oct(st.st_mode & 0o777) == oct(0o660), "the socket's mode is %o, want 660" % (st.st_mode & 0o777))
+        nginx = Nginx(ctx, "unix:" + sock)
+        s = Stream(ctx, nginx, "/native/hold?channel=n6", MOJO_HEAD, pool="mojo")
+        lat, ids = timed_publishes(srv, s, "n6", 5, "unix")
+        check_stream(s.body(), [(n, "unix %d" % i, None) for i, n in enumerate(ids)], "over the unix socket")
+        check(statistics.median(lat) <= 0.1, "median publish->receive over the unix socket %.1f ms" % (
+            1000 * statistics.median(lat)))
+        env = echo_through(ctx, nginx)
+        check(env.get("REMOTE_ADDR") == CLIENT_ADDR, "over the unix socket REMOTE_ADDR is %r, want the client's "
+              "%s (a unix peer's X-Forwarded-For is believed)" % (env.get("REMOTE_ADDR"), CLIENT_ADDR))
+        check(env.get("SERVER_NAME") == "localhost" and env.get("SERVER_PORT") == "80",
+              "over the unix socket SERVER_NAME %r, SERVER_PORT %r" % (env.get("SERVER_NAME"), env.get("SERVER_PORT")))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

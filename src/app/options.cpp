@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "app/config_file.hpp"
 #include "http/forwarded.hpp"
 
 namespace m0::app {
@@ -81,6 +82,8 @@ const char* const kUsage =
   --check                     load everything (apps, keys, bus), bind the
                               listeners, print the configuration, exit 0 (or 2
                               with the reason) without serving
+  --config FILE               a TOML file whose keys are these flags' names
+                              (flags given here win); see README
   --help, --version
 )";
 
@@ -157,14 +160,15 @@ void parse_hostport(const std::string& flag, const std::string& v, std::string& 
 
 }  // namespace
 
-Options parse_options(int argc, char** argv, const std::vector<std::string>& known_mojo) {
+static Options parse_args(const std::vector<std::string>& args,
+                          const std::vector<std::string>& known_mojo) {
     Options o;
     std::optional<std::string> positional;    // APP
     std::string forwarded = "127.0.0.1,::1";  // gunicorn's default
     std::vector<std::string> cors_origins;    // --cors-origin
     bool cors_credentials = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
+    for (size_t i = 1; i < args.size(); ++i) {
+        std::string a = args[i];
         std::string v;
         size_t eq = a.find('=');
         if (a.starts_with("--") && eq != std::string::npos) {
@@ -172,9 +176,9 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
             a = a.substr(0, eq);
         }
         auto value = [&]() -> std::string {
-            if (!v.empty() || a.size() < std::string(argv[i]).size()) return v;
-            if (i + 1 >= argc) fail(a + " needs a value");
-            return argv[++i];
+            if (!v.empty() || a.size() < args[i].size()) return v;
+            if (i + 1 >= args.size()) fail(a + " needs a value");
+            return args[++i];
         };
         if (a == "--help" || a == "-h") {
             std::fputs(kUsage, stdout);
@@ -306,7 +310,7 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
             if (positional) fail("one APP only, got '" + *positional + "' and '" + a + "'");
             positional = a;
         } else {
-            fail("unknown option '" + std::string(argv[i]) + "' (see --help)");
+            fail("unknown option '" + args[i] + "' (see --help)");
         }
     }
     {
@@ -361,6 +365,89 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
         fail("--max-event-size " + std::to_string(o.max_event_size) +
              " must be below --hold-buffer-limit " + std::to_string(o.server.hold_buffer_limit));
     return o;
+}
+
+const std::vector<Flag>& flags() {
+    // Every flag parse_args takes but --help, --version, --check and --config
+    // (test_options checks this list against the parser and the usage text).
+    static const std::vector<Flag> table{
+        {"listen", Flag::list},
+        {"unix-mode", Flag::value},
+        {"unix-owner", Flag::value},
+        {"mount", Flag::list},
+        {"blocking-threads", Flag::value},
+        {"mojo-threads", Flag::value},
+        {"max-queued", Flag::value},
+        {"chdir", Flag::value},
+        {"pythonpath", Flag::list},
+        {"log-level", Flag::value},
+        {"access-log", Flag::value},
+        {"forwarded-allow-ips", Flag::value},
+        {"max-header-size", Flag::value},
+        {"max-headers", Flag::value},
+        {"max-body-size", Flag::value},
+        {"header-timeout", Flag::value},
+        {"keepalive-timeout", Flag::value},
+        {"write-timeout", Flag::value},
+        {"request-timeout", Flag::value},
+        {"max-connections", Flag::value},
+        {"grace", Flag::value},
+        {"workers", Flag::value},
+        {"realtime", Flag::toggle},
+        {"bus", Flag::value},
+        {"heartbeat", Flag::value},
+        {"hold-buffer-limit", Flag::value},
+        {"hold-drain-timeout", Flag::value},
+        {"output-high-water", Flag::value},
+        {"max-event-size", Flag::value},
+        {"max-holds", Flag::value},
+        {"max-hold-channels", Flag::value},
+        {"cors-origin", Flag::list},
+        {"cors-credentials", Flag::toggle},
+        {"history", Flag::value},
+        {"history-seconds", Flag::value},
+        {"history-bytes", Flag::value},
+        {"admin-listen", Flag::value},
+        {"admin-key-file", Flag::value},
+        {"admin-open", Flag::toggle},
+        {"grant-key-file", Flag::value},
+    };
+    return table;
+}
+
+const Flag* find_flag(std::string_view name) {
+    for (const auto& f : flags())
+        if (f.name == name) return &f;
+    return nullptr;
+}
+
+Options parse_options(int argc, char** argv, const std::vector<std::string>& known_mojo) {
+    std::vector<std::string> cli(argv, argv + argc);
+    // --config FILE: its keys come first, so every flag given here wins.
+    std::optional<std::string> config;
+    for (size_t i = 1; i < cli.size(); ++i) {
+        if (cli[i] == "--config" || cli[i].starts_with("--config=")) {
+            if (config) fail("--config is given twice");
+            if (cli[i] == "--config") {
+                if (i + 1 >= cli.size()) fail("--config needs a value");
+                config = cli[i + 1];
+                cli.erase(cli.begin() + static_cast<long>(i),
+                          cli.begin() + static_cast<long>(i) + 2);
+            } else {
+                config = cli[i].substr(9);
+                cli.erase(cli.begin() + static_cast<long>(i));
+            }
+            --i;
+        } else if (cli[i] == "--") {
+            break;
+        }
+    }
+    if (!config) return parse_args(cli, known_mojo);
+    std::vector<std::string> from_file = config_args(*config, cli);
+    std::vector<std::string> args{cli.front()};
+    args.insert(args.end(), from_file.begin(), from_file.end());
+    args.insert(args.end(), cli.begin() + 1, cli.end());
+    return parse_args(args, known_mojo);
 }
 
 }  // namespace m0::app

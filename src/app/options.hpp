@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bus/history.hpp"
@@ -71,7 +72,18 @@ struct Options {
     std::string access_log;  // --access-log: a path, "-" for standard output; empty: off
 };
 
-// Parses argv[1..argc). `mojo_names` are the compiled-in mojo mounts a
+// A flag a config file may set, by its name without "--": one that takes a
+// value, a switch, or one that repeats (a list in the file).
+struct Flag {
+    enum Kind { value, toggle, list };
+    std::string_view name;
+    Kind kind;
+};
+const std::vector<Flag>& flags();
+const Flag* find_flag(std::string_view name);
+
+// Parses argv[1..argc), after the keys of --config FILE when given. `mojo_names` are the
+// compiled-in mojo mounts a
 // --mount may name. --help and --version print and exit 0; anything wrong
 // throws OptionError.
 Options parse_options(int argc, char** argv, const std::vector<std::string>& mojo_names);

@@ -1,4 +1,8 @@
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -95,4 +99,109 @@ TEST_CASE("options: bad input is one line naming the flag", "[app][options]") {
     CHECK(error_of({"app", "--bus", "redis://127.0.0.1:6379"}).ends_with("needs --realtime"));
     CHECK(error_of({"app", "--realtime", "--workers", "2"}).find("needs a shared bus") !=
           std::string::npos);
+}
+
+namespace {
+
+// A TOML file with `text`, removed when the test ends.
+struct TempToml {
+    std::string path;
+    explicit TempToml(const std::string& text) {
+        char tmpl[] = "/tmp/m0-config-XXXXXX";
+        int fd = ::mkstemp(tmpl);
+        REQUIRE(fd >= 0);
+        REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+        ::close(fd);
+        path = tmpl;
+    }
+    ~TempToml() { ::unlink(path.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("options: the config file's table is every flag the parser and --help know",
+          "[app][options][config]") {
+    // Each listed flag is one the parser takes (a bad value, not an unknown flag).
+    for (const auto& f : m0::app::flags()) {
+        std::string flag = "--" + std::string(f.name);
+        std::vector<std::string> args{"app", flag};
+        if (f.kind != m0::app::Flag::toggle) args.push_back("1");
+        INFO(flag);
+        CHECK_FALSE(error_of(args).starts_with("unknown option"));
+    }
+    // And --help names exactly those, and the command-line-only ones.
+    std::set<std::string> usage;
+    std::string text = m0::app::kUsage;
+    for (size_t at = text.find("\n  --"); at != std::string::npos;
+         at = text.find("\n  --", at + 1)) {
+        size_t end = text.find_first_of(" ,\n", at + 5);
+        usage.insert(text.substr(at + 5, end - at - 5));
+    }
+    std::set<std::string> table{"help", "check", "config"};
+    for (const auto& f : m0::app::flags()) table.insert(std::string(f.name));
+    CHECK(usage == table);
+}
+
+TEST_CASE("options: --config FILE: keys are flags, the command line wins",
+          "[app][options][config]") {
+    TempToml file(R"(# m0serve.toml
+app = "config.wsgi"
+listen = ["127.0.0.1:9000", "unix:/run/m0/http.sock"]
+blocking_threads = 8
+mojo-threads = 3
+realtime = true
+admin-open = false
+heartbeat = 0.5
+pythonpath = "/srv/lib"
+mount = ["/native=mojo"]
+)");
+    auto o = parse({"--config", file.path});
+    CHECK(o.blocking_threads == 8);
+    CHECK(o.mojo_threads == 3);
+    CHECK(o.realtime);
+    CHECK_FALSE(o.server.admin_open);
+    CHECK(o.server.heartbeat == 0.5);
+    REQUIRE(o.listens.size() == 2);
+    CHECK(o.listens[1].path == "/run/m0/http.sock");
+    CHECK(o.pythonpath == std::vector<std::string>{"/srv/lib"});
+    REQUIRE(o.mounts.size() == 2);
+    CHECK(o.mounts[1].spec == "config.wsgi:application");
+
+    // A value flag on the command line wins; a repeatable one replaces the
+    // file's list; an APP replaces the file's app.
+    auto w = parse({"--config=" + file.path, "--blocking-threads", "2", "--listen",
+                    "127.0.0.1:7000", "other.wsgi"});
+    CHECK(w.blocking_threads == 2);
+    REQUIRE(w.listens.size() == 1);
+    CHECK(w.listens[0].port == 7000);
+    CHECK(w.mounts.back().spec == "other.wsgi:application");
+}
+
+TEST_CASE(
+    "options: --config FILE: an unknown key, a wrong type or bad TOML is one line with "
+    "the file and line",
+    "[app][options][config]") {
+    TempToml unknown("app = \"a.wsgi\"\n\nblocking_thread = 8\n");
+    CHECK(error_of({"--config", unknown.path}) ==
+          unknown.path + ":3: 'blocking_thread' is not a flag m0serve knows (see --help)");
+    TempToml toggle("app = \"a.wsgi\"\nrealtime = \"yes\"\n");
+    CHECK(error_of({"--config", toggle.path}) ==
+          toggle.path + ":2: 'realtime' wants true or false");
+    TempToml value("app = \"a.wsgi\"\nblocking-threads = [1, 2]\n");
+    CHECK(error_of({"--config", value.path}) ==
+          value.path + ":2: 'blocking-threads' wants a string or a number");
+    TempToml list("app = \"a.wsgi\"\nlisten = [8000]\n");
+    CHECK(error_of({"--config", list.path}) ==
+          list.path + ":2: 'listen' wants a string or an array of strings");
+    TempToml only("app = \"a.wsgi\"\ncheck = true\n");
+    CHECK(error_of({"--config", only.path}) ==
+          only.path + ":2: 'check' is a command-line flag only");
+    TempToml flagvalue("app = \"a.wsgi\"\nblocking-threads = 0\n");
+    CHECK(error_of({"--config", flagvalue.path}) ==
+          "--blocking-threads wants a number from 1 to 1024, got '0'");
+    TempToml syntax("app = \"a.wsgi\"\nlisten = [\n");
+    CHECK(error_of({"--config", syntax.path}).starts_with("--config " + syntax.path + ":"));
+    CHECK(error_of({"--config", "/nonexistent/m0serve.toml"})
+              .starts_with("--config /nonexistent/m0serve.toml"));
+    CHECK(error_of({"--config"}) == "--config needs a value");
 }

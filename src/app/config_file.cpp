@@ -1,0 +1,134 @@
+#include "app/config_file.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "app/options.hpp"
+
+namespace m0::app {
+
+namespace {
+
+// What the command line gives: the flags it names, and whether it has an APP.
+struct CommandLine {
+    std::set<std::string> named;
+    bool app = false;
+};
+
+CommandLine scan(const std::vector<std::string>& cli) {
+    CommandLine out;
+    for (size_t i = 1; i < cli.size(); ++i) {
+        const std::string& a = cli[i];
+        if (!a.starts_with("-")) {
+            out.app = true;
+            continue;
+        }
+        if (!a.starts_with("--")) continue;
+        size_t eq = a.find('=');
+        std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+        out.named.insert(name);
+        const Flag* f = find_flag(name);
+        if (f && f->kind != Flag::toggle && eq == std::string::npos) ++i;  // its value
+    }
+    return out;
+}
+
+std::string where(const std::string& path, const toml::node& n) {
+    return path + ":" + std::to_string(n.source().begin.line);
+}
+
+// A scalar as the flag's text: a string as it is, a number in decimal.
+std::optional<std::string> scalar(const toml::node& n) {
+    if (auto s = n.value<std::string>()) return *s;
+    if (n.is_integer()) return std::to_string(*n.value<int64_t>());
+    if (n.is_floating_point()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.17g", *n.value<double>());
+        return std::string(buf);
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> config_args(const std::string& path, const std::vector<std::string>& cli) {
+    toml::table doc;
+    try {
+        doc = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        const auto& at = e.source().begin;
+        if (at.line == 0) throw OptionError("--config " + path + ": " + std::string(e.description()));
+        throw OptionError("--config " + path + ":" + std::to_string(at.line) + ":" +
+                          std::to_string(at.column) + ": " + std::string(e.description()));
+    }
+    const CommandLine given = scan(cli);
+    std::vector<std::string> out;
+    // In the file's order, so an error names the first bad line.
+    std::vector<std::pair<std::string, const toml::node*>> keys;
+    for (const auto& [k, v] : doc) keys.emplace_back(std::string(k.str()), &v);
+    std::stable_sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) {
+        return a.second->source().begin < b.second->source().begin;
+    });
+    for (const auto& [key, node] : keys) {
+        std::string name = key;
+        std::replace(name.begin(), name.end(), '_', '-');
+        const std::string at = where(path, *node);
+        auto bad = [&](const std::string& why) -> OptionError {
+            return OptionError(at + ": '" + key + "' " + why);
+        };
+        if (name == "app") {
+            auto v = node->value<std::string>();
+            if (!v) throw bad("wants a string (module.path or module.path:callable)");
+            if (!given.app) out.push_back(*v);
+            continue;
+        }
+        const Flag* f = find_flag(name);
+        if (!f) {
+            if (name == "config" || name == "check" || name == "help" || name == "version")
+                throw bad("is a command-line flag only");
+            throw bad("is not a flag m0serve knows (see --help)");
+        }
+        const std::string flag = "--" + name;
+        switch (f->kind) {
+            case Flag::toggle: {
+                auto v = node->value<bool>();
+                if (!node->is_boolean() || !v) throw bad("wants true or false");
+                if (*v) out.push_back(flag);
+                break;
+            }
+            case Flag::value: {
+                auto v = scalar(*node);
+                if (!v) throw bad("wants a string or a number");
+                out.push_back(flag);
+                out.push_back(*v);
+                break;
+            }
+            case Flag::list: {
+                std::vector<std::string> items;
+                if (auto v = node->value<std::string>()) {
+                    items.push_back(*v);
+                } else if (const toml::array* arr = node->as_array()) {
+                    for (const auto& item : *arr) {
+                        auto s = item.value<std::string>();
+                        if (!s) throw bad("wants a string or an array of strings");
+                        items.push_back(*s);
+                    }
+                } else {
+                    throw bad("wants a string or an array of strings");
+                }
+                if (given.named.count(name)) break;  // the command line's replace these
+                for (auto& item : items) {
+                    out.push_back(flag);
+                    out.push_back(std::move(item));
+                }
+                break;
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace m0::app
