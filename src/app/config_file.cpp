@@ -60,7 +60,8 @@ std::vector<std::string> config_args(const std::string& path, const std::vector<
         doc = toml::parse_file(path);
     } catch (const toml::parse_error& e) {
         const auto& at = e.source().begin;
-        if (at.line == 0) throw OptionError("--config " + path + ": " + std::string(e.description()));
+        if (at.line == 0)
+            throw OptionError("--config " + path + ": " + std::string(e.description()));
         throw OptionError("--config " + path + ":" + std::to_string(at.line) + ":" +
                           std::to_string(at.column) + ": " + std::string(e.description()));
     }
