@@ -1056,10 +1056,16 @@ def phase46(ctx):
         port, aport = free_port(), free_port()
         log = open(os.path.join(LOG_DIR, "%s-phase46-activated.log" % SCRIPT), "wb")
         binary = os.path.abspath(ctx.binary)
+        # systemd-socket-activate gives the child a bare environment: the
+        # sanitizers' and Python's allocator settings of a sanitizer run go on.
+        passed_env = []
+        for name in ("PYTHONMALLOC", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"):
+            if name in os.environ:
+                passed_env += ["-E", name]
         proc = subprocess.Popen(
             [activate, "-l", "127.0.0.1:%d" % port, "-l", "127.0.0.1:%d" % aport, "--fdname=http:admin",
-             "-E", "NOTIFY_SOCKET=" + npath, "-E", "WATCHDOG_USEC=400000",
-             binary, "--admin-listen", "127.0.0.1:%d" % aport, "--admin-open", "--realtime"] + DJANGO_ARGS,
+             "-E", "NOTIFY_SOCKET=" + npath, "-E", "WATCHDOG_USEC=400000"] + passed_env +
+            [binary, "--admin-listen", "127.0.0.1:%d" % aport, "--admin-open", "--realtime"] + DJANGO_ARGS,
             cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         # systemd-socket-activate listens at once and execs m0serve (same PID)
         # at the first connection, which waits in the backlog meanwhile.
