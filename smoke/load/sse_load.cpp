@@ -364,6 +364,11 @@ bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
     sockaddr_in src{};
     src.sin_family = AF_INET;
     src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + uint32_t(source));
+    // The port is chosen at connect(), by the whole address pair: a bind()
+    // that picks it fails once an earlier run's streams hold the address's
+    // ephemeral ports in TIME_WAIT, though those went to another server port.
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
     if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
         die(std::string("bind a source address: ") + std::strerror(errno));
     sockaddr_in dst{};
