@@ -203,17 +203,23 @@ soak: build fixtures-db
 sabotage-%: build
 	$(PY) sabotage/run.py --build $(BUILD)/sabotage --group $*
 
-# Not a test: m0serve's holds beside nchan's (nginx, two workers), each server
-# fresh, interleaved, BENCH_RUNS times; prints medians and ratios against the
-# targets, appends JSON lines to build/bench.jsonl (smoke/bench.py).
-BENCH_PACKAGES := nginx libnginx-mod-nchan
-BENCH_HOLDS    ?= 1000,5000,10000,19000
+# Not a test: m0serve's holds beside nchan's (nginx, two workers) and
+# Pushpin's (with its zurl), requests under wrk beside gunicorn (gthread),
+# uWSGI and nginx, and a mojo hold's head behind busy Python threads; each
+# server fresh, interleaved, BENCH_RUNS times; prints medians and ratios
+# against the targets, appends JSON lines to build/bench.jsonl (smoke/bench.py).
+BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plugin-python3 wrk
+# 1000,5000,10000,19000 (the fd limit's reach) takes about an hour on 2
+# cores; the default, under half an hour.
+BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
+BENCH_PARTS    ?= holds,requests,head
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
 
 bench: deps build fixtures-db bench-deps
-	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS)
+	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --parts $(BENCH_PARTS) \
+	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS)
 
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build

@@ -1,70 +1,88 @@
 #!/usr/bin/python3
-"""bench: m0serve's holds side by side with nchan, in one run (make bench).
+"""bench: m0serve beside its peers, in one run (make bench).
 
-Each server is started fresh for each measurement, one at a time, the servers
-interleaved (m0serve's mojo hold, m0serve's Django hold, m0serve with --workers 2 on
-a Redis bus of its own, nchan on nginx with two workers), every measurement repeated --runs times; the table shows the
-medians and each m0serve figure as a ratio of nchan's, beside the target the
-project aims at. The load comes from build/sse_load (smoke/load/sse_load.cpp),
-one process, which opens the streams, publishes through each server's own
-publish endpoint and reads /proc for the servers' RSS and CPU.
+Each server is started fresh for each measurement, one at a time, the
+servers interleaved, every measurement repeated --runs times; the tables show
+the medians, and ratios beside the targets the project aims at. The machine
+may be shared: the figures are recorded, never asserted.
+
+holds (build/sse_load, smoke/load/sse_load.cpp: one process opens the
+streams, publishes through each server's own publish endpoint, reads /proc
+for the servers' RSS and CPU)
+    m0-mojo            m0serve's mojo hold
+    m0-django          m0serve's Django hold
+    m0-redis2          m0serve --workers 2 on a Redis bus of its own
+    nchan              nchan on nginx with two workers (the ratios' base)
+    pushpin            Pushpin with its zurl, limits as shipped
+    pushpin-unlimited  Pushpin with message_rate / message_hwm off
+                       (smoke/bench_pushpin.py)
 
     steady   N holds on 10 channels, 20 events/s for --seconds: RSS per hold,
              p50/p99 publish-to-receive, CPU seconds per million deliveries
     burst    1000 holds on one channel, 1000 events back to back:
              deliveries/s, CPU seconds per million deliveries
 
-Figures are recorded (build/bench.jsonl, and smoke/emit.py), never asserted:
-the machine is shared and noisy. Pushpin, gunicorn, uWSGI and wrk rows are
-not here yet.
+requests (wrk -t2 -c50 --latency, smoke/bench_wrk.py): Django's index page
+and /hello under m0serve, gunicorn (gthread) and uWSGI, four threads each;
+the mojo /native/hello beside nginx's `return 200`: requests/s, p50/p99,
+server CPU.
+
+head (smoke/bench_head.py): a mojo hold's head (mojo-mount-hold-head-s)
+while both Python threads are inside a slow view, 200 tries, on an idle
+server and with N holds open and 20 events/s flowing.
+
+JSON lines go to build/bench.jsonl, ratios and the head's times to
+build/figures.jsonl (smoke/emit.py).
 
     /usr/bin/python3 smoke/bench.py --holds 1000,5000 --runs 3
+    /usr/bin/python3 smoke/bench.py --parts requests --runs 1
 """
 
 import argparse
 import json
 import os
+import resource
 import secrets
+import shutil
 import signal
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_head  # noqa: E402
+import bench_wrk  # noqa: E402
 import emit  # noqa: E402
+from bench_pushpin import PushpinServer  # noqa: E402
+from bench_util import ROOT, fmt, free_ports, median, wait_port  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
+PARTS = ("holds", "requests", "head")
 
-# measure -> (what, better, target ratio against nchan)
+# measure -> (what, better, target, against): a ratio against that server's
+# figure, or (against None) the figure itself.
 TARGETS = {
-    "rss_per_hold_bytes": ("RSS per held connection", "lower", 0.1),
-    "p99_ms": ("p99 publish->receive", "lower", 0.3),
-    "deliveries_per_s": ("burst deliveries/s", "higher", 2.0),
-    "cpu_s_per_1m": ("CPU s per 1M deliveries", "lower", 0.7),
+    "rss_per_hold_bytes": ("RSS per held connection", "lower", 0.1, "nchan"),
+    "p99_ms": ("p99 publish->receive", "lower", 0.3, "nchan"),
+    "deliveries_per_s": ("burst deliveries/s", "higher", 2.0, "nchan"),
+    "cpu_s_per_1m": ("CPU s per 1M deliveries", "lower", 0.7, "nchan"),
+    "burst_cpu_s_per_1m": ("burst CPU s per 1M deliveries", "lower", 0.5, "nchan"),
+    "requests_per_s/gunicorn": ("Django requests/s, m0serve / gunicorn gthread", "higher", 1.5, "gunicorn"),
+    "requests_per_s/uwsgi": ("Django requests/s, m0serve / uWSGI", "higher", 1.0, "uwsgi"),
+    "requests_per_s/nginx": ("hello requests/s, mojo / nginx", "higher", 0.8, "nginx"),
+    "head_p99_ms": ("mojo hold head p99 behind busy Python, ms", "lower", 1.0, None),
 }
 
+# The request rows' ratios: (server, against, TARGETS key).
+REQUEST_RATIOS = [("m0serve", "gunicorn", "requests_per_s/gunicorn"),
+                  ("m0serve", "uwsgi", "requests_per_s/uwsgi"),
+                  ("m0-mojo", "nginx", "requests_per_s/nginx")]
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
-
-def wait_port(port, proc, what, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit("bench: %s exited %s before listening" % (what, proc.returncode))
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("bench: %s is not listening on %d after %.0fs" % (what, port, timeout))
+def target_text(key):
+    t = TARGETS.get(key)
+    return "-" if t is None else "%s%g" % ("<=" if t[1] == "lower" else ">=", t[2])
 
 
 class Server:
@@ -73,12 +91,11 @@ class Server:
 
     def __init__(self, kind, binary, holds, tmp):
         self.kind, self.tmp = kind, tmp
-        self.port, self.pub_port = free_port(), free_port()
+        self.port, self.pub_port, rport = free_ports(3)
         key = secrets.token_hex(24)
         self.redis = None
         if kind == "m0-redis2":
             # Its own redis-server, in the temporary folder, stopped by PID.
-            rport = free_port()
             self.redis = subprocess.Popen(
                 ["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--dir", tmp,
                  "--save", "", "--appendonly", "no"], stdin=subprocess.DEVNULL,
@@ -171,6 +188,8 @@ def drive(args, srv, holds, channels, mode):
     for pid in srv.pids():
         cmd += ["--server-pid", str(pid)]
     cmd += srv.publish
+    if getattr(srv, "connecting", None):
+        cmd += ["--connecting", str(srv.connecting)]
     cmd += ["--burst", str(args.burst)] if mode == "burst" else [
         "--rate", str(args.rate), "--seconds", str(args.seconds)]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
@@ -183,77 +202,184 @@ def drive(args, srv, holds, channels, mode):
     return fig
 
 
-def median(rows, key):
-    vals = [r[key] for r in rows if r.get(key) is not None]
-    return statistics.median(vals) if vals else None
+def make_server(kind, binary, holds, tmp):
+    if kind.startswith("pushpin"):
+        return PushpinServer(kind, holds, tmp)
+    return Server(kind, binary, holds, tmp)
+
+
+def record(out, results, key, fig, **labels):
+    fig.update(labels, commit=emit.commit(), time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    out.write(json.dumps(fig) + "\n")
+    out.flush()
+    results.setdefault(key, []).append(fig)
+
+
+def run_holds(args, run, plan, servers, out, results):
+    for mode, holds, channels in plan:
+        for kind in servers:
+            with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
+                srv = make_server(kind, args.binary, holds, tmp)
+                try:
+                    fig = drive(args, srv, holds, channels, mode)
+                finally:
+                    srv.stop()
+            fig["delivered_pct"] = 100.0 * fig["delivered"] / fig["expected"] if fig["expected"] else None
+            record(out, results, ("holds", mode, holds, kind), fig, run=run, part="holds", mode=mode,
+                   server=kind)
+            print("bench: run %d %s %d holds %-17s p99 %.1f ms, %.0f deliveries/s, %.2f CPU s/1M, "
+                  "%d/%d delivered, %s" % (run + 1, mode, holds, kind, fig["p99_ms"], fig["deliveries_per_s"],
+                                           fig["cpu_s_per_1m"], fig["delivered"], fig["expected"],
+                                           "clean" if fig["clean"] else "NOT CLEAN"), flush=True)
+
+
+def run_requests(args, run, out, results):
+    for path, servers in bench_wrk.PLAN:
+        for kind in servers:
+            with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
+                fig = bench_wrk.measure(kind, path, args.binary, args.requests_seconds, tmp)
+            record(out, results, ("requests", path, kind), fig, run=run, part="requests", path=path,
+                   server=kind)
+            print("bench: run %d %-14s %-9s %8.0f requests/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f%%, "
+                  "%d non-2xx, %d socket errors" % (
+                      run + 1, path, kind, fig["requests_per_s"], fig["p50_ms"], fig["p99_ms"], fig["cpu_pct"],
+                      fig["non_2xx"], fig["socket_errors"]), flush=True)
+
+
+def run_head(args, run, out, results):
+    for case, holds in (("idle", 0), ("loaded", args.head_holds)):
+        if case == "loaded" and not holds:
+            continue
+        with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
+            fig = bench_head.measure(args.binary, args.driver, holds, args.head_tries, tmp)
+        record(out, results, ("head", case), fig, run=run, part="head", case=case)
+        print("bench: run %d head %-6s %5d holds: p50 %.3f ms, p99 %.3f ms, max %.3f ms" % (
+            run + 1, case, holds, fig["p50_ms"], fig["p99_ms"], fig["max_ms"]), flush=True)
+
+
+def table_holds(args, plan, servers, results):
+    m0 = [k for k in servers if k.startswith("m0")]
+    peers = [k for k in servers if not k.startswith("m0")]
+    base = "nchan" if "nchan" in servers else None
+    print("\nholds: medians of %d runs; ratio = m0serve / nchan" % args.runs)
+    cols = peers + m0 + ([k + "/nchan" for k in m0] if base else []) + ["target"]
+    print(("%-7s %6s  %-19s" + " %11s" * len(cols)) % tuple(["mode", "holds", "measure"] + cols))
+    for mode, holds, _ in plan:
+        keys = ["deliveries_per_s", "cpu_s_per_1m", "delivered_pct"] if mode == "burst" else [
+            "rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m", "delivered_pct"]
+        for key in keys:
+            med = {k: median(results.get(("holds", mode, holds, k), []), key) for k in servers}
+            tkey = "burst_cpu_s_per_1m" if (mode, key) == ("burst", "cpu_s_per_1m") else key
+            ratio = {k: (med[k] / med[base] if base and med[base] and med[k] is not None else None)
+                     for k in m0}
+            print(("%-7s %6d  %-19s" + " %11s" * len(cols)) % tuple(
+                [mode, holds, key] + [fmt(med[k]) for k in peers + m0]
+                + ([fmt(ratio[k]) for k in m0] if base else []) + [target_text(tkey)]))
+            for k, r in ratio.items():
+                if r is not None and key in TARGETS:
+                    emit.emit("bench-%s-%s-%d-%s-ratio" % (k, mode, holds, key.replace("_", "-")),
+                              round(r, 4), "ratio", out=open(os.devnull, "w"))
+
+
+def table_requests(args, results):
+    print("\nrequests: wrk -t2 -c50 -d%ds --latency; medians of %d runs" % (args.requests_seconds, args.runs))
+    for path, servers in bench_wrk.PLAN:
+        ratios = [r for r in REQUEST_RATIOS if r[0] in servers and r[1] in servers]
+        cols = servers + ["%s/%s" % (a, b) for a, b, _ in ratios] + ["target"] * len(ratios)
+        print(("%-14s %-15s" + " %16s" * len(cols)) % tuple(["path", "measure"] + cols))
+        for key in ("requests_per_s", "p50_ms", "p99_ms", "cpu_pct", "non_2xx", "socket_errors"):
+            med = {k: median(results.get(("requests", path, k), []), key) for k in servers}
+            row, targets = [], []
+            for a, b, tkey in ratios:
+                r = med[a] / med[b] if med[a] is not None and med[b] else None
+                row.append(fmt(r))
+                targets.append(target_text(tkey) if key == "requests_per_s" else "-")
+                if key == "requests_per_s" and r is not None:
+                    emit.emit("bench-requests-%s-%s-%s-ratio" % (path.strip("/").replace("/", "-") or "index",
+                                                                 a, b), round(r, 4), "ratio",
+                              out=open(os.devnull, "w"))
+            print(("%-14s %-15s" + " %16s" * len(cols)) % tuple(
+                [path, key] + [fmt(med[k]) for k in servers] + row + targets))
+
+
+def table_head(args, results):
+    print("\nhead: GET /native/hold, connect to the head's end, both Python threads in /slow; "
+          "%d tries; medians of %d runs" % (args.head_tries, args.runs))
+    print("%-7s %6s %9s %9s %9s %8s" % ("case", "holds", "p50_ms", "p99_ms", "max_ms", "target"))
+    for case in ("idle", "loaded"):
+        rows = results.get(("head", case), [])
+        if not rows:
+            continue
+        med = {k: median(rows, k) for k in ("holds", "p50_ms", "p99_ms", "max_ms")}
+        print("%-7s %6d %9s %9s %9s %8s" % (case, med["holds"], fmt(med["p50_ms"]), fmt(med["p99_ms"]),
+                                            fmt(med["max_ms"]), target_text("head_p99_ms")))
+        for q in ("p50", "p99"):
+            emit.emit("bench-mojo-mount-hold-head-%s-s-%s" % (q, case), round(med[q + "_ms"] / 1e3, 6), "s",
+                      out=open(os.devnull, "w"))
+
+
+def check_tools(parts, servers):
+    need = []
+    if "holds" in parts:
+        if "nchan" in servers and not os.path.exists(NCHAN_MODULE):
+            need.append(NCHAN_MODULE)
+        if any(k.startswith("pushpin") for k in servers):
+            need += [t for t in ("pushpin", "zurl", "condure") if not shutil.which(t)]
+    if "requests" in parts:
+        need += [t for t in ("wrk", "gunicorn", "uwsgi", "nginx") if not shutil.which(t)]
+        if not os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so"):
+            need.append("uwsgi-plugin-python3")
+    if need:
+        raise SystemExit("bench: missing %s (make bench-deps installs them)" % ", ".join(need))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
+    ap.add_argument("--parts", default=",".join(PARTS), help="holds, requests, head (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
-    ap.add_argument("--servers", default="m0-mojo,m0-django,m0-redis2,nchan",
-                    help="m0-mojo, m0-django, m0-redis2 (--workers 2 --bus redis://, its own "
-                         "redis-server), nchan")
+    ap.add_argument("--servers", default="m0-mojo,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
+                    help="the hold rows' servers: m0-mojo, m0-django, m0-redis2 (--workers 2 --bus "
+                         "redis://, its own redis-server), nchan, pushpin, pushpin-unlimited")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--burst", type=int, default=1000)
+    ap.add_argument("--requests-seconds", type=int, default=10, help="wrk's -d")
+    ap.add_argument("--head-holds", type=int, default=10000,
+                    help="holds open in the head's loaded case (0: idle only; capped by the fd limit)")
+    ap.add_argument("--head-tries", type=int, default=200)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench.jsonl"))
     args = ap.parse_args()
+    parts = args.parts.split(",")
+    if set(parts) - set(PARTS):
+        raise SystemExit("bench: --parts takes %s" % ", ".join(PARTS))
     servers = args.servers.split(",")
-    if "nchan" in servers and not os.path.exists(NCHAN_MODULE):
-        raise SystemExit("bench: %s is missing (Debian libnginx-mod-nchan)" % NCHAN_MODULE)
+    check_tools(parts, servers)
+    fd_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if args.head_holds > fd_hard - 512:
+        print("bench: the head's loaded case holds %d, what the fd limit (%d) allows" % (
+            max(0, fd_hard - 512), fd_hard))
+        args.head_holds = max(0, fd_hard - 512)
     plan = [("steady", int(h), 10) for h in args.holds.split(",")] + [("burst", 1000, 1)]
-    results = {}  # (mode, holds, server) -> [figures]
+    results = {}  # (part, ...) -> [figures]
+    t0 = time.monotonic()
     with open(args.out, "a") as out:
         for run in range(args.runs):
-            for mode, holds, channels in plan:
-                for kind in servers:
-                    with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
-                        srv = Server(kind, args.binary, holds, tmp)
-                        try:
-                            fig = drive(args, srv, holds, channels, mode)
-                        finally:
-                            srv.stop()
-                    fig.update(run=run, mode=mode, server=kind, commit=emit.commit(),
-                               time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-                    out.write(json.dumps(fig) + "\n")
-                    out.flush()
-                    results.setdefault((mode, holds, kind), []).append(fig)
-                    print("bench: run %d %s %d holds %-9s p99 %.1f ms, %.0f deliveries/s, "
-                          "%.2f CPU s/1M, %s" % (run + 1, mode, holds, kind, fig["p99_ms"],
-                                                 fig["deliveries_per_s"], fig["cpu_s_per_1m"],
-                                                 "clean" if fig["clean"] else "NOT CLEAN"),
-                          flush=True)
-    print()
-    print("medians of %d runs; ratio = m0serve / nchan; target from the performance issue" % args.runs)
-    others = [k for k in servers if k != "nchan"]
-    print(("%-8s %6s  %-20s %11s" + " %11s" * len(others) + " %9s" * len(others) + " %8s") % tuple(
-        ["mode", "holds", "measure", "nchan"] + others + [k + "/x" for k in others] + ["target"]))
-    for mode, holds, _ in plan:
-        keys = ["deliveries_per_s", "cpu_s_per_1m"] if mode == "burst" else [
-            "rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m"]
-        for key in keys:
-            med = {k: median(results.get((mode, holds, k), []), key) for k in servers}
-            base = med.get("nchan")
-            ratio = {k: (med[k] / base if base and med.get(k) is not None else None) for k in servers}
-            target = TARGETS.get(key, ("", "", None))[2]
-            if key == "cpu_s_per_1m" and mode == "burst":
-                target = 0.5
-            if key == "deliveries_per_s" and mode != "burst":
-                target = None
-            fmt = lambda v: "-" if v is None else ("%.3g" % v)  # noqa: E731
-            print(("%-8s %6d  %-20s %11s" + " %11s" * len(others) + " %9s" * len(others) + " %8s") % tuple(
-                [mode, holds, key, fmt(med.get("nchan"))] + [fmt(med.get(k)) for k in others]
-                + [fmt(ratio.get(k)) for k in others]
-                + ["-" if target is None else "%s%g" % ("<=" if key != "deliveries_per_s" else ">=", target)]))
-            for k in servers:
-                if k != "nchan" and ratio.get(k) is not None:
-                    emit.emit("bench-%s-%s-%d-%s-ratio" % (k, mode, holds, key.replace("_", "-")),
-                              round(ratio[k], 4), "ratio", out=open(os.devnull, "w"))
-    print("\nJSON lines: %s" % args.out)
+            if "holds" in parts:
+                run_holds(args, run, plan, servers, out, results)
+            if "requests" in parts:
+                run_requests(args, run, out, results)
+            if "head" in parts:
+                run_head(args, run, out, results)
+    if "holds" in parts:
+        table_holds(args, plan, servers, results)
+    if "requests" in parts:
+        table_requests(args, results)
+    if "head" in parts:
+        table_head(args, results)
+    print("\nJSON lines: %s; %.0f s in all" % (args.out, time.monotonic() - t0))
 
 
 if __name__ == "__main__":

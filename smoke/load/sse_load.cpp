@@ -7,11 +7,14 @@
 // when one address's ephemeral ports would run out, at most --connecting at a
 // time. Once all are open (or --open-timeout passes) it reads the servers'
 // RSS, then publishes through --publish-url: one POST per event, one at a
-// time on a keep-alive connection, at --rate events/s for --seconds, or
-// --burst events back to back. Each event's data is `seq=N t=NS` (t: the
-// driver's CLOCK_MONOTONIC when the POST was sent), so every delivery gives
-// its publish-to-receive latency. Responses and streams are read with
-// http-parser (chunked or not); event lines are found in the decoded body.
+// time on a keep-alive connection (opened again when an answer says
+// `Connection: close`, as Pushpin's control port does), at --rate events/s
+// for --seconds, or --burst events back to back. Each event's data is
+// `seq=N t=NS` (t: the driver's CLOCK_MONOTONIC when the POST was sent), so
+// every delivery gives its publish-to-receive latency. Responses and streams
+// are read with http-parser (chunked or not); event lines are found in the
+// decoded body. A stream answered other than 200 counts as failed at once,
+// whether or not the server then closes it.
 // It stops when every hold has every event of its channel, or when nothing
 // arrived for --drain-timeout, and prints one JSON line of figures.
 // Everything runs on the one thread.
@@ -190,6 +193,7 @@ struct Run {
     int total_events = 0, published = 0, answered = 0, publish_errors = 0;
     std::vector<int> per_channel;  // events published on each channel
     bool publish_pending = false;
+    bool publisher_closing = false;  // the last answer said Connection: close
     int64_t first_publish = 0, last_delivery = 0, last_progress = 0;
     // Deliveries.
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, foreign = 0;
@@ -210,7 +214,10 @@ int on_headers_complete(http_parser* p) {
             c->open = true;
             c->run->opened++;
         } else {
+            // Refused: counted now, as a server may keep the connection
+            // open after its error answer (Pushpin's 502 does).
             c->failed = true;
+            c->run->failed++;
         }
         c->run->connecting--;
     }
@@ -244,6 +251,12 @@ int on_message_complete(http_parser* p) {
     r.answered++;
     if (p->status_code / 100 != 2) r.publish_errors++;
     r.publish_pending = false;
+    // A server that closes after its answer: on_read opens a new connection
+    // once the parser is done with this one, and publishes from there.
+    if (!http_should_keep_alive(p)) {
+        r.publisher_closing = true;
+        return 0;
+    }
     if (r.o.burst > 0) publish_next(r);
     return 0;
 }
@@ -286,6 +299,17 @@ void on_body_line(Conn& c, std::string_view line) {
     r.last_delivery = r.last_progress = now;
 }
 
+bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c);
+
+// The publisher's connection, opened (again) with a fresh parser.
+void connect_publisher(Run& r) {
+    Conn& c = *r.publisher;
+    if (c.bev) bufferevent_free(c.bev);
+    http_parser_init(&c.parser, HTTP_RESPONSE);
+    c.parser.data = &c;
+    c.bev = connect_to(r, r.publish, 0, &c);
+}
+
 void on_read(bufferevent* bev, void* arg) {
     auto* c = static_cast<Conn*>(arg);
     evbuffer* in = bufferevent_get_input(bev);
@@ -295,9 +319,19 @@ void on_read(bufferevent* bev, void* arg) {
         size_t used = http_parser_execute(&c->parser, &kSettings, data, n);
         evbuffer_drain(in, n);
         if (c->parser.http_errno != HPE_OK || used != n) {
+            if (c->index >= 0 && !c->open && !c->failed) {
+                c->run->connecting--;
+                c->run->failed++;
+            }
             c->failed = true;
             break;
         }
+    }
+    Run& r = *c->run;
+    if (c->index < 0 && r.publisher_closing) {
+        r.publisher_closing = false;
+        connect_publisher(r);  // frees bev: nothing below may use it
+        if (r.o.burst > 0) publish_next(r);
     }
 }
 
@@ -310,8 +344,8 @@ void on_event(bufferevent*, short what, void* arg) {
         // what was expected, so the run reports what it missed.
         if (c->open) {
             r.dropped++;
-        } else {
-            if (!c->failed) r.connecting--;
+        } else if (!c->failed) {
+            r.connecting--;
             r.failed++;
         }
         c->failed = true;
@@ -330,6 +364,11 @@ bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
     sockaddr_in src{};
     src.sin_family = AF_INET;
     src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + uint32_t(source));
+    // The port is chosen at connect(), by the whole address pair: a bind()
+    // that picks it fails once an earlier run's streams hold the address's
+    // ephemeral ports in TIME_WAIT, though those went to another server port.
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
     if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
         die(std::string("bind a source address: ") + std::strerror(errno));
     sockaddr_in dst{};
@@ -410,9 +449,7 @@ void start_publishing(Run& r) {
     r.latency_us.reserve(size_t(r.total_events) * size_t(r.opened) + 16);
     r.publisher = std::make_unique<Conn>();
     r.publisher->run = &r;
-    http_parser_init(&r.publisher->parser, HTTP_RESPONSE);
-    r.publisher->parser.data = r.publisher.get();
-    r.publisher->bev = connect_to(r, r.publish, 0, r.publisher.get());
+    connect_publisher(r);
     phase = Phase::publishing;
     r.last_progress = now_ns();
     if (r.o.burst > 0) publish_next(r);

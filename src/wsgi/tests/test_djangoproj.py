@@ -72,6 +72,13 @@ class PagesTest(SimpleTestCase):
         self.assertContains(response, 'new EventSource("/hold?channel=demo")')
         self.assertContains(response, 'action="/publish"')
 
+    def test_hello_is_plain_text(self):
+        response = self.client.get("/hello")
+        self.assertEqual(response.status_code, 200)
+        self.assertEqual(response["Content-Type"], "text/plain")
+        self.assertEqual(response.content, b"hello\n")
+        self.assertEqual(self.client.post("/hello").status_code, 405)
+
     def test_slow_sleeps_and_clamps(self):
         for query, slept in (("s=0.01", 0.01), ("s=-3", 0.0)):
             with self.subTest(query=query):
