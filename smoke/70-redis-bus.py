@@ -358,6 +358,9 @@ def phase10(ctx):
     srv = rt_server(ctx, redis, ["--workers", "2"])
     parent = srv.proc.pid
     kids = wait_for(lambda: len(children(parent)) == 2 and children(parent), 5.0, what="two workers")
+    # Both listening before any hold (a worker still importing Django under a
+    # sanitizer on a busy machine would leave every connection to the other).
+    wait_for(lambda: "as worker 1" in srv.log_text(), 60.0, what="worker 1 listening")
     # Holds until both workers have some (the kernel spreads connections by
     # the client's port): /metrics is worker 0's, so it counts fewer than all.
     holds = []
