@@ -17,7 +17,10 @@
 // socket is writable. What the socket does not take is appended too: by
 // reference (evbuffer_add_reference; its cleanup drops the reference) when
 // at least kReferenceMin bytes, a copy otherwise (a reference costs a chain
-// of its own and an iovec; a small copy fills the last chain's free space).
+// of its own, allocated, and an iovec; a small copy fills the last chain's
+// free space). Measured with libevent 2.1.12, add then peek then drain: a
+// copy is cheaper up to about 1 KiB (64 B: 22 ns against 50; 512 B: 33
+// against 50), a reference from about 2 KiB (4 KiB: 47 ns against 116).
 // The bufferevents are not thread-safe (no BEV_OPT_THREADSAFE): the cleanup
 // runs on the loop thread, when the bytes are written or the connection freed.
 //
@@ -41,8 +44,9 @@
 namespace m0::server {
 
 namespace {
-// Staged bytes left over smaller than this are copied into the output, not referenced.
-constexpr size_t kReferenceMin = 256;
+// Staged bytes left over smaller than this are copied into the output, not
+// referenced (see the DESIGN note for the measurement).
+constexpr size_t kReferenceMin = 1024;
 // At most this many staged pieces per sendmsg (Linux's IOV_MAX is 1024).
 constexpr size_t kMaxIov = 64;
 
@@ -93,7 +97,9 @@ size_t Server::write_shared(SlotRef slot, const SharedBytes& bytes) {
     return evbuffer_get_length(bufferevent_get_output(c->bev)) + c->staged_bytes;
 }
 
-void Server::on_flush(evutil_socket_t, short, void* arg) { static_cast<Server*>(arg)->flush_staged(); }
+void Server::on_flush(evutil_socket_t, short, void* arg) {
+    static_cast<Server*>(arg)->flush_staged();
+}
 
 void Server::flush_staged() {
     // Flushing stages nothing, but a slot could be listed twice if a staged

@@ -1,6 +1,7 @@
 #include "server/holds.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "http/sse.hpp"
 #include "loop/log.hpp"
@@ -22,6 +23,22 @@ HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)
       cfg_(cfg),
       metrics_(metrics),
       heartbeat_bytes_(std::make_shared<const std::string>(sse::kHeartbeat)) {}
+
+void HoldTable::PendingQueue::pop_front() {
+    v_[head_] = Pending{};  // its share of the bytes goes now
+    if (++head_ == v_.size()) {
+        head_ = 0;
+        if (v_.capacity() > 64)
+            std::vector<Pending>().swap(v_);  // a replay's room is not kept
+        else
+            v_.clear();
+    } else if (head_ >= 64 && head_ * 2 >= v_.size()) {
+        // Never empty for long (a reader kept just behind): drop the taken
+        // half, so the vector does not grow with what was written.
+        v_.erase(v_.begin(), v_.begin() + std::ptrdiff_t(head_));
+        head_ = 0;
+    }
+}
 
 HoldTable::Hold* HoldTable::find(SlotRef slot) {
     auto it = holds_.find(slot.index);
@@ -59,9 +76,10 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
     Hold* h = find(slot);
     if (!h || !h->replaying || h->dropped) return true;
     // The live events that came while the replay was read wait behind it.
-    std::deque<Pending> live(h->pending.begin() + static_cast<std::ptrdiff_t>(h->replay_mark),
-                             h->pending.end());
-    h->pending.resize(h->replay_mark);
+    std::vector<Pending> live(
+        std::make_move_iterator(h->pending.begin() + static_cast<std::ptrdiff_t>(h->replay_mark)),
+        std::make_move_iterator(h->pending.end()));
+    h->pending.truncate(h->replay_mark);
     for (const auto& p : live)
         if (p.live) h->pending_live -= std::min(h->pending_live, p.bytes->size());
     // Before any live event (they queue behind these until the head is out).
