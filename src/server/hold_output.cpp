@@ -24,8 +24,9 @@
 // The bufferevents are not thread-safe (no BEV_OPT_THREADSAFE): the cleanup
 // runs on the loop thread, when the bytes are written or the connection freed.
 //
-// After a flush under --hold-buffer-limit the table hears drained(), as after
-// the bufferevent's own writes, so a replay paced to the reader goes on.
+// A flush that brings a connection from over --hold-buffer-limit back under
+// it tells the table (drained()), as the bufferevent's own writes do
+// (on_write), so a replay paced to the reader goes on.
 //
 // close_after_write(slot) flushes the connection's staged bytes first, so a
 // retry hint and the close follow the events before them; close_conn drops
