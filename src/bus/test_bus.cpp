@@ -1,6 +1,7 @@
 // The bus: channel and event names, the reserved per-slot namespace, the bus
 // channel (one shared counter, id order = queue order, refusals), and the
 // subscription table.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -433,4 +434,44 @@ TEST_CASE("subscriptions: a stale generation does not unsubscribe the slot's new
     CHECK(subs.subscribers("a") == std::vector<SlotRef>{new_owner});
     CHECK(subs.subscribers("b") == std::vector<SlotRef>{new_owner});
     CHECK(subs.unsubscribe_all(new_owner) == 2);
+}
+
+TEST_CASE("subscriptions: removals in any order leave exactly the others, each list still whole",
+          "[bus][subscriptions]") {
+    // Unsubscribing moves a list's last slot into the removed one's place:
+    // every slot's remembered place must follow, or a later removal takes
+    // the wrong slot out.
+    Subscriptions subs;
+    std::vector<SlotRef> slots;
+    for (uint32_t i = 0; i < 40; ++i) {
+        slots.push_back(SlotRef{i, 1});
+        std::vector<std::string> channels{"all"};
+        channels.push_back(i % 2 ? "odd" : "even");
+        if (i % 3 == 0) channels.push_back("third");
+        subs.subscribe(slots.back(), channels);
+    }
+    std::vector<SlotRef> left = slots;
+    auto sorted = [](std::vector<SlotRef> v) {
+        std::sort(v.begin(), v.end(), [](SlotRef a, SlotRef b) { return a.index < b.index; });
+        return v;
+    };
+    auto on = [&](const std::string& ch) {
+        std::vector<SlotRef> want;
+        for (SlotRef s : left)
+            if (ch == "all" || (ch == "odd" && s.index % 2) || (ch == "even" && !(s.index % 2)) ||
+                (ch == "third" && s.index % 3 == 0))
+                want.push_back(s);
+        return want;
+    };
+    // A fixed, scrambled order: first, last, and middle slots of each list.
+    for (uint32_t step = 0; step < 40; ++step) {
+        SlotRef gone = slots[(step * 17 + 5) % 40];
+        size_t want = 2 + (gone.index % 3 == 0 ? 1 : 0);
+        REQUIRE(subs.unsubscribe_all(gone) == want);
+        left.erase(std::find(left.begin(), left.end(), gone));
+        for (const char* ch : {"all", "odd", "even", "third"})
+            REQUIRE(sorted(subs.subscribers(ch)) == on(ch));
+    }
+    CHECK(subs.channels() == 0);
+    CHECK(subs.slots() == 0);
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "http/access.hpp"
 #include "server/server.hpp"
@@ -43,6 +44,11 @@ struct Server::Conn {
     uint16_t remote_port = 0;
     const Listener* via = nullptr;        // the listener it came through (null: adopted)
     std::unique_ptr<AccessEntry> access;  // --access-log only
+    // Holding: what the hold table wrote this loop turn, not yet in the
+    // output; Server::flush_staged sends it in one sendmsg at the turn's end
+    // (hold_output.cpp). References to the shared event bytes, not copies.
+    std::vector<SharedBytes> staged;  // loop thread
+    size_t staged_bytes = 0;          // loop thread: their total size
 
     explicit Conn(http::ParserLimits limits) : parser(limits) {}
 };

@@ -1,6 +1,7 @@
 #include "server/holds.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "http/sse.hpp"
 #include "loop/log.hpp"
@@ -11,13 +12,33 @@ namespace {
 constexpr uint64_t kSlowReaderRetryMs = 1000;  // the retry hint a slow reader is sent
 
 // The bytes a hold is written for `f`: its SSE event, or a raw event's data as it is.
-std::string encode(const bus::PublishFrame& f) {
-    return f.raw ? f.data : sse::encode_event(f.id, f.event, f.data);
+SharedBytes encode(const bus::PublishFrame& f) {
+    return std::make_shared<const std::string>(f.raw ? f.data
+                                                     : sse::encode_event(f.id, f.event, f.data));
 }
 }  // namespace
 
 HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)
-    : sink_(sink), cfg_(cfg), metrics_(metrics) {}
+    : sink_(sink),
+      cfg_(cfg),
+      metrics_(metrics),
+      heartbeat_bytes_(std::make_shared<const std::string>(sse::kHeartbeat)) {}
+
+void HoldTable::PendingQueue::pop_front() {
+    v_[head_] = Pending{};  // its share of the bytes goes now
+    if (++head_ == v_.size()) {
+        head_ = 0;
+        if (v_.capacity() > 64)
+            std::vector<Pending>().swap(v_);  // a replay's room is not kept
+        else
+            v_.clear();
+    } else if (head_ >= 64 && head_ * 2 >= v_.size()) {
+        // Never empty for long (a reader kept just behind): drop the taken
+        // half, so the vector does not grow with what was written.
+        v_.erase(v_.begin(), v_.begin() + std::ptrdiff_t(head_));
+        head_ = 0;
+    }
+}
 
 HoldTable::Hold* HoldTable::find(SlotRef slot) {
     auto it = holds_.find(slot.index);
@@ -55,17 +76,18 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
     Hold* h = find(slot);
     if (!h || !h->replaying || h->dropped) return true;
     // The live events that came while the replay was read wait behind it.
-    std::deque<Pending> live(h->pending.begin() + static_cast<std::ptrdiff_t>(h->replay_mark),
-                             h->pending.end());
-    h->pending.resize(h->replay_mark);
+    std::vector<Pending> live(
+        std::make_move_iterator(h->pending.begin() + static_cast<std::ptrdiff_t>(h->replay_mark)),
+        std::make_move_iterator(h->pending.end()));
+    h->pending.truncate(h->replay_mark);
     for (const auto& p : live)
-        if (p.live) h->pending_live -= std::min(h->pending_live, p.bytes.size());
+        if (p.live) h->pending_live -= std::min(h->pending_live, p.bytes->size());
     // Before any live event (they queue behind these until the head is out).
     if (reset_from != 0) {
         h->pending.push_back(
             {0,
-             sse::encode_control(sse::kResetEvent,
-                                 "{\"oldest\": " + std::to_string(reset_from) + "}"),
+             std::make_shared<const std::string>(sse::encode_control(
+                 sse::kResetEvent, "{\"oldest\": " + std::to_string(reset_from) + "}")),
              false});
         metrics_.resets_sent.fetch_add(1);
     }
@@ -81,7 +103,7 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
             metrics_.events_muted.fetch_add(1);
             continue;
         }
-        if (p.live) h->pending_live += p.bytes.size();
+        if (p.live) h->pending_live += p.bytes->size();
         h->pending.push_back(std::move(p));
     }
     h->cursor = std::max(h->cursor, replay.upto);
@@ -117,9 +139,9 @@ bool HoldTable::flush(Hold& h, double now) {
     size_t backlog = sink_.backlog(h.slot);
     while (writable(h) > 0 && backlog <= cfg_.buffer_limit) {
         const Pending& ev = h.pending.front();
-        backlog = sink_.write(h.slot, ev.bytes);
+        backlog = sink_.write_shared(h.slot, ev.bytes);
         h.last_write = now;
-        if (ev.live) h.pending_live -= std::min(h.pending_live, ev.bytes.size());
+        if (ev.live) h.pending_live -= std::min(h.pending_live, ev.bytes->size());
         metrics_.events_delivered.fetch_add(1);
         ++h.delivered;
         h.wrote_since_tick = true;
@@ -132,11 +154,12 @@ bool HoldTable::flush(Hold& h, double now) {
 void HoldTable::publish(const bus::PublishFrame& f, double now) {
     const auto& subscribers = subs_.subscribers(f.channel);
     if (subscribers.empty()) return;
-    // Encoded once for every subscriber.
-    const std::string bytes = encode(f);
-    // A write may close a slow reader (and edit the list): iterate a copy.
-    std::vector<SlotRef> targets = subscribers;
-    for (SlotRef s : targets) {
+    // Encoded once; every subscriber gets a reference to the same bytes.
+    const SharedBytes bytes = encode(f);
+    // A write may drop a slow reader: its unsubscribe waits for the loop's end
+    // (unsubscribe()), so the list is iterated as it is, not copied.
+    publishing_ = true;
+    for (SlotRef s : subscribers) {
         Hold* h = find(s);
         if (!h || h->dropped) continue;
         if (f.id <= h->cursor) {
@@ -148,17 +171,27 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
             // Behind the head, or behind a replay still being read or paced out.
             h->pending.push_back({f.id, bytes, h->started});
             if (h->started) {
-                h->pending_live += bytes.size();
+                h->pending_live += bytes->size();
                 check_backlog(*h, sink_.backlog(s), now);
             }
         } else {
             write(*h, bytes, now);
         }
     }
+    publishing_ = false;
+    for (SlotRef s : unsub_later_) subs_.unsubscribe_all(s);
+    unsub_later_.clear();
 }
 
-bool HoldTable::write(Hold& h, std::string_view bytes, double now) {
-    size_t backlog = sink_.write(h.slot, bytes);
+void HoldTable::unsubscribe(SlotRef slot) {
+    if (publishing_)
+        unsub_later_.push_back(slot);
+    else
+        subs_.unsubscribe_all(slot);
+}
+
+bool HoldTable::write(Hold& h, const SharedBytes& bytes, double now) {
+    size_t backlog = sink_.write_shared(h.slot, bytes);
     h.last_write = now;
     metrics_.events_delivered.fetch_add(1);
     ++h.delivered;
@@ -196,8 +229,9 @@ void HoldTable::heartbeat(double now) {
             check_backlog(*h, sink_.backlog(s), now);
             continue;
         }
-        size_t backlog = sink_.write(
-            s, h->keepalive.bytes.empty() ? sse::kHeartbeat : std::string_view(h->keepalive.bytes));
+        // The comment is one buffer shared by every hold, like an event.
+        size_t backlog = h->keepalive.bytes.empty() ? sink_.write_shared(s, heartbeat_bytes_)
+                                                    : sink_.write(s, h->keepalive.bytes);
         check_backlog(*h, backlog, now);
     }
 }
@@ -232,7 +266,7 @@ bool HoldTable::drop(SlotRef slot, uint64_t retry_ms) {
     Hold* h = find(slot);
     if (!h || !h->started || h->dropped) return false;
     h->dropped = true;
-    subs_.unsubscribe_all(slot);  // nothing more is written after the hint
+    unsubscribe(slot);  // nothing more is written after the hint
     std::string retry = sse::encode_retry(retry_ms);
     sink_.write(slot, retry);
     sink_.close_after_write(slot);
@@ -266,7 +300,7 @@ std::vector<SlotRef> HoldTable::holding() const {
 
 void HoldTable::release(SlotRef slot) {
     if (!find(slot)) return;
-    subs_.unsubscribe_all(slot);
+    unsubscribe(slot);
     if (find(slot)->keepalive.every > 0) --own_keepalive_;
     holds_.erase(slot.index);
     metrics_.holds_open.fetch_sub(1);

@@ -27,12 +27,20 @@
 // and mutes them from then on. begin_resync() (after the bus was down) puts a
 // hold back into that state, to be replayed from the last id it queued.
 //
+// Fan-out cost: publish() encodes an event once into SharedBytes, and every
+// hold's pending queue and every connection's output holds a reference to
+// those bytes, never a copy (HoldSink::write_shared). It iterates the
+// channel's subscriber list itself, not a copy: a write that drops a slow
+// reader (or releases a hold) defers the unsubscribe to the end of the loop
+// (unsub_later_), so the list does not change under the iteration.
+//
 // The table reaches connections only through HoldSink (write bytes to a slot,
 // close it, end it after its output drains), so fan-out, heartbeats and the
 // slow-reader rule are unit-tested without sockets (test_holds.cpp).
 #pragma once
+#include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -51,12 +59,23 @@ struct HoldConfig {
     double drain_timeout = 5;           // --hold-drain-timeout
 };
 
+// One encoded event: immutable, shared by every hold it is queued to and by
+// every connection output it is written to, freed when the last of them lets
+// it go. Loop thread; the count is atomic all the same.
+using SharedBytes = std::shared_ptr<const std::string>;
+
 // What the table needs of the connections (the server implements it).
 class HoldSink {
   public:
     virtual ~HoldSink() = default;
     // Appends `bytes` to the slot's output; returns its backlog afterwards.
     virtual size_t write(SlotRef slot, std::string_view bytes) = 0;
+    // The same for an event shared by many slots: the sink keeps a reference
+    // until the socket took the bytes (the server copies none of them); this
+    // default copies.
+    virtual size_t write_shared(SlotRef slot, const SharedBytes& bytes) {
+        return write(slot, *bytes);
+    }
     // The slot's backlog: bytes written to it and not yet on its socket.
     virtual size_t backlog(SlotRef slot) const = 0;
     // Closes the slot once what was written has drained (after a retry hint),
@@ -113,7 +132,7 @@ class HoldTable {
     // A retry hint (`retry_ms`), then no more events; the sink closes the slot
     // after the hint drains. Returns false if `slot` holds nothing started.
     bool drop(SlotRef slot, uint64_t retry_ms);
-    // The started holds on `channel`, in subscription order.
+    // The started holds on `channel` (in no set order).
     std::vector<SlotRef> holding(const std::string& channel) const;
     // Every started hold that is not dropped.
     std::vector<SlotRef> holding() const;
@@ -127,9 +146,28 @@ class HoldTable {
 
   private:
     struct Pending {
-        uint64_t id = 0;  // 0: a control event
-        std::string bytes;
+        uint64_t id = 0;    // 0: a control event
+        SharedBytes bytes;  // shared with every hold the event is queued to
         bool live = false;  // counted in pending_live
+    };
+    // A hold's pending events, first in first out: a vector read from `head_`.
+    // Empty, it owns no memory (most holds, most of the time; a std::deque
+    // allocates about 600 bytes as it is constructed). Loop thread.
+    class PendingQueue {
+      public:
+        bool empty() const { return head_ == v_.size(); }
+        size_t size() const { return v_.size() - head_; }
+        Pending& front() { return v_[head_]; }
+        void push_back(Pending p) { v_.push_back(std::move(p)); }
+        void pop_front();
+        std::vector<Pending>::iterator begin() { return v_.begin() + std::ptrdiff_t(head_); }
+        std::vector<Pending>::iterator end() { return v_.end(); }
+        // Keeps the first `n` events.
+        void truncate(size_t n) { v_.erase(begin() + std::ptrdiff_t(n), v_.end()); }
+
+      private:
+        std::vector<Pending> v_;
+        size_t head_ = 0;  // v_[..head_) were taken
     };
     struct Hold {
         SlotRef slot;
@@ -149,7 +187,7 @@ class HoldTable {
         // before the head, then live events that came while those still
         // waited. They are written as the backlog drains under the limit, so
         // a large replay paces itself to the reader instead of filling memory.
-        std::deque<Pending> pending;
+        PendingQueue pending;
         size_t pending_live = 0;   // bytes of live events among them (the slow-reader bound)
         bus::KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment every --heartbeat
         double last_write = 0;     // keepalive.every > 0: when it was last written to
@@ -159,7 +197,10 @@ class HoldTable {
     const Hold* find(SlotRef slot) const;
     // Writes to a started hold and applies the slow-reader rule; false when the
     // slot was closed.
-    bool write(Hold& h, std::string_view bytes, double now);
+    bool write(Hold& h, const SharedBytes& bytes, double now);
+    // Unsubscribes the slot, or, inside publish()'s loop over a subscriber
+    // list, at its end.
+    void unsubscribe(SlotRef slot);
     // Writes pending events while the backlog is under the limit.
     bool flush(Hold& h, double now);
     bool check_backlog(Hold& h, size_t backlog, double now);
@@ -171,6 +212,9 @@ class HoldTable {
     Metrics& metrics_;
     bus::Subscriptions subs_;
     std::unordered_map<uint32_t, Hold> holds_;  // by slot index
+    const SharedBytes heartbeat_bytes_;         // loop thread: sse::kHeartbeat, for every idle hold
+    bool publishing_ = false;                   // loop thread: publish() iterates a subscriber list
+    std::vector<SlotRef> unsub_later_;          // loop thread: unsubscribes deferred by publish()
     size_t own_keepalive_ =
         0;  // loop thread: holds with keepalive.every > 0 (keepalive() skips if 0)
 };

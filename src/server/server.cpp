@@ -33,6 +33,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
     // A peer that left makes writes fail with EPIPE, handled as an error on
     // that connection; the signal would end the whole process.
     ::signal(SIGPIPE, SIG_IGN);
+    flush_ev_ = event_new(loop_.base(), -1, 0, on_flush, this);
     ring_watch_ =
         std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });
     if (bus_) {
@@ -56,6 +57,7 @@ Server::~Server() {
         if (s.conn) close_conn(*s.conn);
     close_listeners(false);
     close_listeners(true);
+    event_free(flush_ev_);
 }
 
 void Server::add_mount(std::string prefix, SubmitFn submit) {
@@ -119,7 +121,7 @@ size_t Server::unread(SlotRef s) const {
 
 size_t Server::unsent(SlotRef s) const {
     Conn* c = find(s);
-    return c ? evbuffer_get_length(bufferevent_get_output(c->bev)) : 0;
+    return c ? evbuffer_get_length(bufferevent_get_output(c->bev)) + c->staged_bytes : 0;
 }
 
 bool Server::holding(SlotRef s) const {
@@ -346,7 +348,7 @@ void Server::on_write(bufferevent*, void* arg) {
         return;
     }
     if (c.phase == Phase::holding) {
-        s.holds_.drained(c.slot, left, monotonic_seconds());
+        s.holds_.drained(c.slot, left + c.staged_bytes, monotonic_seconds());
         return;
     }
     if (c.phase == Phase::reading) {
@@ -587,20 +589,14 @@ size_t Server::close_channel(const std::string& channel) {
 
 // ---- HoldSink: how the hold table reaches connections -----------------------
 
-size_t Server::write(SlotRef slot, std::string_view bytes) {
-    Conn* c = find(slot);
-    if (!c) return 0;
-    evbuffer* out = bufferevent_get_output(c->bev);
-    evbuffer_add(out, bytes.data(), bytes.size());
-    if (c->access) access_bytes(*c, bytes.size());
-    return evbuffer_get_length(out);
-}
+// write() and write_shared() are in hold_output.cpp.
 
 size_t Server::backlog(SlotRef slot) const { return unsent(slot); }
 
 void Server::close_after_write(SlotRef slot) {
     Conn* c = find(slot);
     if (!c) return;
+    flush_staged(*c);  // what the table wrote goes first
     close_after_write(*c);
     // A reader that does not take its last bytes is not waited for long.
     if (c->phase == Phase::closing) arm_timer(*c, cfg_.hold_drain_timeout);

@@ -159,6 +159,10 @@ class Server final : private HoldSink {
     size_t unread(SlotRef s) const;
     size_t holds() const { return holds_.holding().size(); }
     const bus::Subscriptions& subscriptions() const { return holds_.subscriptions(); }
+    // Shared event bytes that connection outputs hold a reference to (every
+    // server in the process; any thread reads it): 0 once they are written or
+    // their connections closed.
+    static size_t output_references();
 
   private:
     struct Conn;
@@ -219,9 +223,16 @@ class Server final : private HoldSink {
     void resume_reading(Conn& c);
     // HoldSink
     size_t write(SlotRef slot, std::string_view bytes) override;
+    size_t write_shared(SlotRef slot, const SharedBytes& bytes) override;
     size_t backlog(SlotRef slot) const override;
     void close_after_write(SlotRef slot) override;
     void check_drained();
+    // The hold table's writes of this loop turn (hold_output.cpp): staged on
+    // the connection, then sent at the turn's end, one sendmsg a connection;
+    // what the socket does not take goes to the output by reference.
+    static void on_flush(evutil_socket_t, short, void*);
+    void flush_staged();
+    void flush_staged(Conn& c);
     // The access log (server_access.cpp): an entry begun at dispatch (or at an
     // answer to a request that never parsed), its answer noted, written when
     // the request ends or its connection closes.
@@ -267,6 +278,8 @@ class Server final : private HoldSink {
     std::unique_ptr<FdWatcher> ring_watch_, bus_watch_;
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
     std::unique_ptr<Timer> keepalive_timer_;  // loop thread: HoldTable::keepalive each second
+    event* flush_ev_ = nullptr;               // loop thread: runs flush_staged() at the turn's end
+    std::vector<SlotRef> flush_list_;         // loop thread: connections with staged bytes
     bool shutting_down_ = false;
     bool exited_ = false;  // check_drained() ended the loop
     bool grace_expired_ = false;

@@ -549,3 +549,57 @@ TEST_CASE("access log: whole answers, a redacted grant, and a request that never
     REQUIRE(rig.step_until([&] { return log.lines().size() == 2; }));
     CHECK(has(log.lines()[1], "] \"-\" 400 "));
 }
+
+TEST_CASE(
+    "hold loop: what the sockets do not take is kept by reference, let go once written or "
+    "closed",
+    "[hold][loop][fanout]") {
+    Rig rig;
+    // Three holds besides the rig's own connection.
+    std::vector<std::unique_ptr<testing::SocketClient>> clients;
+    for (int i = 0; i < 3; ++i) {
+        auto c = rig.connect();
+        REQUIRE(c);
+        REQUIRE(c->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        REQUIRE(rig.ServerRig::read_until(*c, ": mojo hold"));
+        clients.push_back(std::move(c));
+    }
+    // The clients stop reading: events fill their sockets, then wait in the
+    // outputs, which keep references to the shared bytes (no copies).
+    const std::string payload(16 * 1024, 'x');
+    auto all_waiting = [&] {
+        for (auto& c : clients)
+            if (rig.server->unsent(c->slot) == 0) return false;
+        return true;
+    };
+    for (int i = 0; i < 200 && !all_waiting(); ++i) {
+        REQUIRE(rig.bus.publish("c", payload).ok());
+        rig.server->on_bus_ready();
+        rig.loop.run_once();
+    }
+    REQUIRE(all_waiting());
+    uint64_t last = rig.bus.publish("c", payload).id;
+    rig.server->on_bus_ready();
+    rig.loop.run_once();
+    CHECK(server::Server::output_references() >= clients.size());
+
+    SECTION("the readers read: every reference is let go") {
+        for (auto& c : clients)
+            REQUIRE(rig.ServerRig::read_until(*c, "id: " + std::to_string(last)));
+        REQUIRE(rig.loop.run_until([&] {
+            for (auto& c : clients) c->pump();
+            return server::Server::output_references() == 0;
+        }));
+        for (auto& c : clients) CHECK(rig.server->unsent(c->slot) == 0);
+    }
+    SECTION("the connections close: every reference is let go") {
+        for (auto& c : clients) c->close();
+        REQUIRE(rig.loop.run_until([&] {
+            for (auto& c : clients)
+                if (rig.server->alive(c->slot)) return false;
+            return server::Server::output_references() == 0;
+        }));
+    }
+}

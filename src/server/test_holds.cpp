@@ -2,6 +2,8 @@
 // and whose backlog the test sets, and a clock the test moves.
 #include <catch2/catch.hpp>
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 
 #include "server/holds.hpp"
@@ -19,11 +21,18 @@ struct FakeSink : HoldSink {
     std::map<uint64_t, size_t> unread;     // bytes each slot has not taken
     std::map<uint64_t, bool> closing;      // ending after its output drains
     bool reader_reads = true;              // false: every byte stays in the backlog
+    std::set<uint64_t> stuck;              // slots whose every byte stays in the backlog
+    bool keep = false;                     // keep each shared event, as an output does
+    std::map<uint64_t, std::vector<SharedBytes>> kept;
 
     size_t write(SlotRef s, std::string_view bytes) override {
         sent[key(s)] += bytes;
-        if (!reader_reads) unread[key(s)] += bytes.size();
+        if (!reader_reads || stuck.count(key(s))) unread[key(s)] += bytes.size();
         return unread[key(s)];
+    }
+    size_t write_shared(SlotRef s, const SharedBytes& bytes) override {
+        if (keep) kept[key(s)].push_back(bytes);
+        return write(s, *bytes);
     }
     size_t backlog(SlotRef s) const override {
         auto it = unread.find(key(s));
@@ -318,4 +327,77 @@ TEST_CASE(
           "id: 7\ndata: missed\n\nid: 9\ndata: live, newer than the replay\n\n");
     CHECK(t.metrics.resets_sent.load() == 1);
     CHECK_FALSE(t.table.begin_resync(SlotRef{9, 9}, after, channels));
+}
+
+// ---- fan-out: one encoding, shared --------------------------------------------
+
+TEST_CASE("holds: an event is encoded once and shared by every hold, never copied",
+          "[holds][fanout]") {
+    Table t;
+    t.sink.keep = true;
+    constexpr int kHolds = 8;
+    std::vector<SlotRef> slots;
+    for (int i = 0; i < kHolds; ++i) slots.push_back(SlotRef{uint32_t(10 + i), 1});
+
+    SECTION("written at once: every output gets the same bytes") {
+        for (SlotRef s : slots) t.hold(s, {"x"});
+        t.table.publish(t.event(7, "x", "shared"), 0);
+        const SharedBytes& first = t.sink.kept[key(slots[0])].at(0);
+        CHECK(*first == "id: 7\ndata: shared\n\n");
+        for (SlotRef s : slots) {
+            REQUIRE(t.sink.kept[key(s)].size() == 1);
+            CHECK(t.sink.kept[key(s)][0].get() == first.get());
+        }
+        // The outputs hold every reference; the table kept none.
+        CHECK(first.use_count() == kHolds);
+        std::weak_ptr<const std::string> gone = first;
+        t.sink.kept.clear();  // every socket took them
+        CHECK(gone.expired());
+    }
+    SECTION("pending behind the head: every queue holds the same bytes, released with the hold") {
+        for (SlotRef s : slots) {
+            t.metrics.holds_open.fetch_add(1);
+            t.table.open(s, 0, {"x"});
+        }
+        t.table.publish(t.event(7, "x", "shared"), 0);
+        CHECK(t.sink.kept.empty());  // no head yet: nothing written
+        // Half the holds start (their pending event is written), half close unstarted.
+        for (int i = 0; i < kHolds; ++i) {
+            if (i % 2 == 0)
+                REQUIRE(t.table.start(slots[i], 0));
+            else
+                t.table.release(slots[i]);
+        }
+        const SharedBytes& first = t.sink.kept[key(slots[0])].at(0);
+        for (int i = 0; i < kHolds; i += 2)
+            CHECK(t.sink.kept[key(slots[i])].at(0).get() == first.get());
+        // Only the outputs' references are left: the released queues let theirs go.
+        CHECK(first.use_count() == kHolds / 2);
+        std::weak_ptr<const std::string> gone = first;
+        t.sink.kept.clear();
+        CHECK(gone.expired());
+    }
+}
+
+TEST_CASE("holds: slow readers dropped in the middle of a publish leave the others their event",
+          "[holds][fanout][limits]") {
+    HoldConfig cfg;
+    cfg.buffer_limit = 16;
+    Table t(cfg);
+    const SlotRef slots[] = {{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}};
+    for (SlotRef s : slots) t.hold(s, {"x"});
+    t.sink.stuck = {key(slots[1]), key(slots[3])};
+    // 2 x the limit at once: the stuck readers are dropped as the event reaches them.
+    t.table.publish(t.event(1, "x", std::string(40, 'e')), 0);
+    for (SlotRef s : slots) CHECK(t.sink.sent[key(s)].rfind("id: 1\n", 0) == 0);
+    CHECK(t.metrics.slow_readers_closed.load() == 2);
+    CHECK_FALSE(t.table.subscriptions().subscribed(slots[1]));
+    CHECK_FALSE(t.table.subscriptions().subscribed(slots[3]));
+    CHECK(t.table.holding("x").size() == 3);
+    // The next event reaches the three left, and only them.
+    t.table.publish(t.event(2, "x", "next"), 0);
+    for (SlotRef s : {slots[0], slots[2], slots[4]})
+        CHECK(t.sink.sent[key(s)].find("id: 2\n") != std::string::npos);
+    for (SlotRef s : {slots[1], slots[3]})
+        CHECK(t.sink.sent[key(s)].find("id: 2\n") == std::string::npos);
 }
