@@ -105,6 +105,15 @@ http {
 """
 
 
+def worker_group():
+    """The group nginx's worker runs as when started by root (user nobody)."""
+    try:
+        grp.getgrnam("nogroup")
+        return "nogroup"
+    except KeyError:
+        return "nobody"
+
+
 class Nginx:
     """One nginx this phase started, in front of `upstream` (host, port)."""
 
@@ -115,14 +124,7 @@ class Nginx:
         os.chmod(self.dir, 0o755)
         self.port = free_port()
         self.addr = (HOST, self.port)
-        user = ""
-        if os.geteuid() == 0:
-            group = "nogroup"
-            try:
-                grp.getgrnam(group)
-            except KeyError:
-                group = "nobody"
-            user = "user nobody %s;" % group
+        user = "user nobody %s;" % worker_group() if os.geteuid() == 0 else ""
         up = upstream if isinstance(upstream, str) else "%s:%d" % upstream
         site = SITE % {"upstream": up, "listen": "%s:%d" % self.addr}
         self.conf = os.path.join(self.dir, "nginx.conf")
@@ -404,12 +406,7 @@ def phase6(ctx):
         if os.geteuid() == 0:
             # The worker is nobody:nogroup: the socket's group lets it connect, as
             # --unix-owner m0serve:www-data does in the README.
-            group = "nogroup"
-            try:
-                grp.getgrnam(group)
-            except KeyError:
-                group = "nobody"
-            extra += ["--unix-owner", "root:" + group]
+            extra += ["--unix-owner", "root:" + worker_group()]
         srv, _ = setup(ctx, extra)
         st = os.stat(sock)
         check(oct(st.st_mode & 0o777) == oct(0o660), "the socket's mode is %o, want 660" % (st.st_mode & 0o777))
