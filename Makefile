@@ -132,7 +132,8 @@ test-browser: smoke-textshelf-browser
 # a folder configured earlier with another setting is reconfigured, not reused.
 #   test-asan  ASan + UBSan: every unit test, the properties, every smoke.
 #   test-tsan  TSan: the unit tests of what threads share or hand over (pools,
-#              completion ring and notify queue, bus, loop and server, both
+#              completion ring and notify queue, bus and its lanes, loop and
+#              server, several loops (test_loop_set), both
 #              pools' hold paths), the properties, every smoke. The others (the
 #              parser, JSON, SSE, grants, metrics text, history, the hold table
 #              and cursor) run on one thread: ASan covers them.
@@ -141,7 +142,7 @@ TSAN_BUILD := build-tsan
 SAN_PROPERTY_CASES ?= 1000
 SAN_SMOKES := $(sort $(wildcard smoke/[0-9][0-9]-*.py))
 TSAN_TESTS := test_pool test_stream_state test_notify_queue test_bus test_hold_loop test_server \
-              test_mojo_pool test_wsgi_pool
+              test_mojo_pool test_wsgi_pool test_loop_set
 PROPERTY_BINS := $(patsubst property_tests/%.cpp,%,$(wildcard property_tests/prop_*.cpp))
 SMOKE_LOGS := build/smoke-logs
 

@@ -916,11 +916,12 @@ def phase42(ctx):
 @smoke.phase(43, "--check loads the apps and binds the listeners, logs the configuration block and exits 0 without serving; a missing app or a port in use exits 2 with one line")
 def phase43(ctx):
     port = free_port()
-    rc, out, err = ctx.run_binary(["--listen", "127.0.0.1:%d" % port, "--realtime", "--check"] + DJANGO_ARGS,
+    rc, out, err = ctx.run_binary(["--listen", "127.0.0.1:%d" % port, "--realtime", "--loops", "2", "--check"]
+                                  + DJANGO_ARGS,
                                   30, label="%s-phase%d-ok" % (SCRIPT, ctx.number))
     check(rc == 0 and "configuration ok" in out, "--check: exit %r, stdout %s, stderr %s" % (
         rc, short(out), short(err)))
-    for part in ("config: mounts / -> djangoproj.wsgi:application (wsgi)", "config: 1 process; pools:",
+    for part in ("config: mounts / -> djangoproj.wsgi:application (wsgi)", "config: 1 process, 2 loops; pools:",
                  "config: listeners: 127.0.0.1:%d" % port, "config: realtime: in-process bus"):
         check(part in err, "the configuration block lacks %r: %s" % (part, short(err, 600)))
     line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--check", "--chdir",

@@ -53,6 +53,9 @@ const char* const kUsage =
   --workers N                 worker processes sharing the listeners (SO_REUSEPORT)
                               under a supervising parent (default 1: no parent);
                               with --realtime, needs --bus redis://...
+  --loops N                   event loop threads per process (default: the cores
+                              this process may run on, divided by --workers; 1
+                              with --bus redis://, which spreads with --workers)
   --realtime                  wire the bus channel: holds and publish
   --bus URL                   with --realtime: the bus. in-process (default), or
                               redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N],
@@ -262,6 +265,8 @@ static Options parse_args(const std::vector<std::string>& args,
             o.server.grace = parse_seconds(a, value());
         } else if (a == "--realtime") {
             o.realtime = true;
+        } else if (a == "--loops") {
+            o.loops = parse_number<int>(a, value(), 1, 256);
         } else if (a == "--workers") {
             o.workers = parse_number<int>(a, value(), 1, 64);
         } else if (a == "--bus") {
@@ -346,6 +351,10 @@ static Options parse_args(const std::vector<std::string>& args,
                 o.admin->host + "'");
     }
     if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
+    // A process is one Redis subscriber; the cores are spread with --workers.
+    if (o.redis && o.loops > 1)
+        fail("--loops " + std::to_string(o.loops) + " with --bus " + o.redis->text +
+             ": a process on Redis runs one loop; use --workers N for more cores");
     // Each worker has its own in-process bus: a hold would not hear another's publishes.
     if (o.workers > 1 && o.realtime && !o.redis)
         fail("--workers " + std::to_string(o.workers) +
@@ -393,6 +402,7 @@ const std::vector<Flag>& flags() {
         {"max-connections", Flag::value},
         {"grace", Flag::value},
         {"workers", Flag::value},
+        {"loops", Flag::value},
         {"realtime", Flag::toggle},
         {"bus", Flag::value},
         {"heartbeat", Flag::value},

@@ -62,6 +62,9 @@ struct Options {
     bool realtime = false;
     std::optional<bus::RedisUrl> redis;  // --bus redis://...; none: in process
     int workers = 1;                     // --workers: more than 1, a supervising parent
+    // --loops: event loop threads in each process; 0 (not given): the cores
+    // this process may run on divided by --workers, at least 1.
+    int loops = 0;
     int64_t max_holds = 10000;
     size_t max_hold_channels = 64;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit

@@ -7,18 +7,21 @@
 // ring and, with --realtime, the bus channel.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -33,6 +36,7 @@
 #include "bus/redis_bus.hpp"
 #include "grant/grant.hpp"
 #include "http/forwarded.hpp"
+#include "loop/inbox.hpp"
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
 #include "mojo/mojo_pool.hpp"
@@ -40,6 +44,7 @@
 #include "proc/supervisor.hpp"
 #include "proc/systemd.hpp"
 #include "server/access_log.hpp"
+#include "server/loop_set.hpp"
 #include "server/server.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/wsgi_pool.hpp"
@@ -131,15 +136,26 @@ void size_connections(Options& o, rlim_t limit) {
            std::to_string(o.server.max_connections));
 }
 
+// --loops by default: the cores this process may run on (its CPU affinity),
+// shared among the --workers, at least 1.
+int default_loops(int workers) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int cores = ::sched_getaffinity(0, sizeof set, &set) == 0
+                    ? CPU_COUNT(&set)
+                    : static_cast<int>(std::thread::hardware_concurrency());
+    return std::max(1, cores / std::max(1, workers));
+}
+
 void on_signal(evutil_socket_t sig, short, void* arg) {
-    auto* server = static_cast<m0::server::Server*>(arg);
-    if (server->shutting_down()) {
+    auto& loops = *static_cast<m0::server::LoopSet*>(arg);
+    if (loops[0].server->shutting_down()) {
         M0_LOG(warn, "second signal: stopping now");
         std::_Exit(sig == SIGINT ? 130 : 0);
     }
     M0_LOG(info, "signal ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": stopping");
     proc::notify_stopping(sig == SIGINT ? "SIGINT: stopping" : "SIGTERM: stopping");
-    server->shutdown();
+    loops.on_every_loop([](m0::server::Server& s) { s.shutdown(); });
 }
 
 // SIGHUP: the key files are read again. A file that no longer reads keeps
@@ -147,8 +163,7 @@ void on_signal(evutil_socket_t sig, short, void* arg) {
 struct Reload {
     const Options* o;
     m0::grant::SharedKeyRing* grant_keys;  // null without --grant-key-file
-    m0::server::Server* server;
-    m0::server::AccessLog* access_log;  // reopened (logrotate)
+    m0::server::LoopSet* loops;            // each loop's access log is reopened (logrotate)
 };
 
 void on_sighup(evutil_socket_t, short, void* arg) {
@@ -163,15 +178,31 @@ void on_sighup(evutil_socket_t, short, void* arg) {
             M0_LOG(error, "SIGHUP: --grant-key-file: ", err, "; the keys in use are kept");
         }
     }
-    if (r.access_log->enabled() && r.o->access_log != "-") {
-        if (r.access_log->reopen(err))
-            M0_LOG(info, "SIGHUP: --access-log reopened");
-        else
-            M0_LOG(error, "SIGHUP: --access-log: ", err, "; the file in use is kept");
+    if (!r.o->access_log.empty() && r.o->access_log != "-") {
+        // Each loop reopens its own; the first logs once every loop has.
+        auto left = std::make_shared<std::atomic<size_t>>(r.loops->size());
+        auto failed = std::make_shared<std::atomic<bool>>(false);
+        m0::server::LoopUnit* first = &(*r.loops)[0];
+        for (size_t i = 0; i < r.loops->size(); ++i) {
+            m0::server::LoopUnit* unit = &(*r.loops)[i];
+            auto reopen = [unit, first, left, failed] {
+                std::string why;
+                if (!unit->access_log.reopen(why)) {
+                    failed->store(true);
+                    M0_LOG(error, "SIGHUP: --access-log: ", why, "; the file in use is kept");
+                }
+                if (left->fetch_sub(1) == 1 && !failed->load())
+                    (void)first->inbox.post([] { M0_LOG(info, "SIGHUP: --access-log reopened"); });
+            };
+            if (i == 0)
+                reopen();
+            else
+                (void)unit->inbox.post(reopen);
+        }
     }
     if (!r.o->admin_key_file.empty()) {
         if (auto k = read_admin_key(r.o->admin_key_file, err)) {
-            r.server->set_admin_key(std::move(*k));
+            (*r.loops)[0].server->set_admin_key(std::move(*k));
             M0_LOG(info, "SIGHUP: --admin-key-file read again");
         } else {
             M0_LOG(error, "SIGHUP: --admin-key-file: ", err, "; the key in use is kept");
@@ -189,7 +220,7 @@ std::string secs(double s) {
 
 // The start-up block: what this process serves and with which limits, one
 // line per part, so an operator reads the effective configuration in the log.
-void log_configuration(const Options& o, const m0::server::Server& server,
+void log_configuration(const Options& o, size_t loops, const m0::server::Server& server,
                        const std::string& package_dir) {
     std::string mounts;
     bool any_wsgi = false;
@@ -201,9 +232,9 @@ void log_configuration(const Options& o, const m0::server::Server& server,
     M0_LOG(info, "config: mounts ", mounts);
     if (any_wsgi) M0_LOG(info, "config: python package m0 from ", package_dir);
     M0_LOG(info, "config: ", std::to_string(o.workers), o.workers > 1 ? " workers" : " process",
-           "; pools: wsgi ", std::to_string(o.blocking_threads), " threads, mojo ",
-           std::to_string(o.mojo_threads), " threads, at most ", std::to_string(o.max_queued),
-           " queued each");
+           ", ", std::to_string(loops), loops > 1 ? " loops" : " loop", "; pools: wsgi ",
+           std::to_string(o.blocking_threads), " threads, mojo ", std::to_string(o.mojo_threads),
+           " threads, at most ", std::to_string(o.max_queued), " queued each");
     auto joined = [](const std::vector<std::string>& v) {
         std::string out;
         for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -320,10 +351,12 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
     }
     o.grant_key_file = absolute(o.grant_key_file);
     if (o.access_log != "-") o.access_log = absolute(o.access_log);
-    m0::server::AccessLog access_log;
     if (!o.access_log.empty()) {
+        // Tried here, before the app loads, so a bad path fails at once; each
+        // loop opens its own below.
+        m0::server::AccessLog probe;
         std::string err;
-        if (!access_log.open(o.access_log, err)) die("--access-log: " + err);
+        if (!probe.open(o.access_log, err)) die("--access-log: " + err);
     }
     o.admin_key_file = absolute(o.admin_key_file);
     if (!o.admin_key_file.empty()) {
@@ -340,35 +373,45 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) o.chdir = cwd;
 
-    m0::Loop loop;
-    m0::CompletionRing ring;
-    std::unique_ptr<m0::bus::Bus> bus;
+    // The loops (--loops): unit 0 runs on this thread, the others on their own.
+    const size_t nloops = static_cast<size_t>(o.loops > 0 ? o.loops
+                                              : o.redis   ? 1
+                                                          : default_loops(o.workers));
+    o.server.reuse_port = o.server.reuse_port || nloops > 1;
+    std::unique_ptr<m0::bus::BusChannel> hub;  // the in-process bus: one lane per loop
+    m0::server::LoopSet loops(nloops);
     if (o.realtime && o.redis) {
+        // One loop (options.cpp): the process is one Redis subscriber.
         m0::bus::RedisBusOptions ro;
         ro.url = *o.redis;
         ro.max_event_size = o.max_event_size;
         ro.history = o.history.per_channel;
-        auto redis = std::make_unique<m0::bus::RedisBus>(loop, ro);
+        auto redis = std::make_unique<m0::bus::RedisBus>(loops[0].loop, ro);
         // Serving starts either way; publishes fail until Redis answers.
         if (!redis->start(kRedisStartWait))
             M0_LOG(warn, "redis bus ", o.redis->text, ": not reachable yet; serving anyway");
-        bus = std::move(redis);
+        loops[0].own_bus = std::move(redis);
+        loops[0].bus = loops[0].own_bus.get();
     } else if (o.realtime) {
         m0::bus::BusOptions bo;
         bo.max_event_size = o.max_event_size;
         // Ids keep increasing across a restart: the counter starts at the clock.
         bo.first_id = m0::bus::clock_seed();
         bo.history = o.history;
-        bus = std::make_unique<m0::bus::BusChannel>(bo);
+        hub = std::make_unique<m0::bus::BusChannel>(bo, nloops);
+        for (size_t i = 0; i < nloops; ++i) loops[i].bus = &hub->lane(i);
     }
     m0::Metrics metrics;
-    m0::hold::Handoff handoff;
-    handoff.ring = &ring;
-    handoff.bus = bus.get();
-    handoff.metrics = &metrics;
-    handoff.max_holds = o.max_holds;
-    handoff.max_channels = o.max_hold_channels;
-    handoff.stream_high_water = o.server.stream_high_water;
+    for (size_t i = 0; i < nloops; ++i) {
+        m0::hold::Handoff& h = loops[i].handoff;
+        h.ring = &loops[i].ring;
+        h.bus = loops[i].bus;
+        h.metrics = &metrics;
+        h.max_holds = o.max_holds;
+        h.max_channels = o.max_hold_channels;
+        h.stream_high_water = o.server.stream_high_water;
+    }
+    m0::bus::Bus* bus = loops[0].bus;  // publishes from Python and the admin API
 
     bool any_wsgi = false, any_mojo = false;
     for (const auto& m : o.mounts) (m.wsgi ? any_wsgi : any_mojo) = true;
@@ -377,7 +420,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
     if (any_wsgi) {
         std::string err;
         m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, package_dir};
-        if (!m0::wsgi::start(po, bus.get(), err)) die(err);
+        if (!m0::wsgi::start(po, bus, err)) die(err);
         for (size_t i = 0; i < o.mounts.size(); ++i) {
             if (!o.mounts[i].wsgi) continue;
             apps[i] = m0::wsgi::load_app(o.mounts[i].spec, err);
@@ -390,38 +433,52 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
     std::unique_ptr<m0::wsgi::WsgiPool> wsgi_pool;
     std::unique_ptr<m0::mojo::MojoPool> mojo_pool;
     if (any_wsgi)
-        wsgi_pool = std::make_unique<m0::wsgi::WsgiPool>(o.blocking_threads, handoff, o.max_queued);
+        wsgi_pool = std::make_unique<m0::wsgi::WsgiPool>(o.blocking_threads, loops[0].handoff,
+                                                         o.max_queued);
     if (any_mojo)
-        mojo_pool = std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, handoff, o.max_queued);
+        mojo_pool =
+            std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, loops[0].handoff, o.max_queued);
     std::vector<std::unique_ptr<m0::mojo::Handler>> handlers;
+    for (const auto& m : o.mounts)
+        handlers.push_back(m.wsgi ? nullptr : registry.make(m.spec, env));
     double grace_deadline = 0;
 
     {
-        m0::server::Server server(loop, o.server, ring, bus.get(), metrics);
-        if (access_log.enabled()) server.set_access_log(&access_log);
-        if (wsgi_pool) server.add_pool(&wsgi_pool->pool());
-        if (mojo_pool) server.add_pool(&mojo_pool->pool());
-        for (size_t i = 0; i < o.mounts.size(); ++i) {
-            if (o.mounts[i].wsgi) {
-                PyObject* app = apps[i];
-                auto* pool = wsgi_pool.get();
-                server.add_mount(o.mounts[i].prefix,
-                                 [pool, app](m0::SlotRef s, m0::http::Request&& r) {
-                                     return pool->submit(app, s, std::move(r));
-                                 });
-            } else {
-                handlers.push_back(registry.make(o.mounts[i].spec, env));
-                auto* handler = handlers.back().get();
-                auto* pool = mojo_pool.get();
-                server.add_mount(o.mounts[i].prefix,
-                                 [pool, handler](m0::SlotRef s, m0::http::Request&& r) {
-                                     return pool->submit(*handler, s, std::move(r));
-                                 });
+        for (size_t u = 0; u < nloops; ++u) {
+            m0::server::LoopUnit& unit = loops[u];
+            unit.server = std::make_unique<m0::server::Server>(unit.loop, o.server, unit.ring,
+                                                               unit.bus, metrics);
+            auto& server = *unit.server;
+            if (!o.access_log.empty()) {
+                std::string err;
+                if (!unit.access_log.open(o.access_log, err)) die("--access-log: " + err);
+                server.set_access_log(&unit.access_log);
+            }
+            if (wsgi_pool) server.add_pool(&wsgi_pool->pool());
+            if (mojo_pool) server.add_pool(&mojo_pool->pool());
+            const m0::hold::Handoff* via = &unit.handoff;
+            for (size_t i = 0; i < o.mounts.size(); ++i) {
+                if (o.mounts[i].wsgi) {
+                    PyObject* app = apps[i];
+                    auto* pool = wsgi_pool.get();
+                    server.add_mount(o.mounts[i].prefix,
+                                     [pool, app, via](m0::SlotRef s, m0::http::Request&& r) {
+                                         return pool->submit(app, s, std::move(r), via);
+                                     });
+                } else {
+                    auto* handler = handlers[i].get();
+                    auto* pool = mojo_pool.get();
+                    server.add_mount(o.mounts[i].prefix,
+                                     [pool, handler, via](m0::SlotRef s, m0::http::Request&& r) {
+                                         return pool->submit(*handler, s, std::move(r), via);
+                                     });
+                }
             }
         }
-        std::string err;
+        m0::server::Server& server = *loops[0].server;
         bind_listeners(o, worker, server);
-        log_configuration(o, server, package_dir);
+        if (std::string err; !loops.join(err)) die("--loops: " + err);
+        log_configuration(o, nloops, server, package_dir);
         if (o.check) {
             // Everything loaded and bound: the configuration serves. Nothing
             // ran on the pools, so there is nothing to drain.
@@ -430,38 +487,50 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
             std::_Exit(0);
         }
 
-        Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &server, &access_log};
-        event* sighup = evsignal_new(loop.base(), SIGHUP, on_sighup, &reload);
+        Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &loops};
+        event* sighup = evsignal_new(loops[0].loop.base(), SIGHUP, on_sighup, &reload);
         event_add(sighup, nullptr);
-        event* sigterm = evsignal_new(loop.base(), SIGTERM, on_signal, &server);
-        event* sigint = evsignal_new(loop.base(), SIGINT, on_signal, &server);
+        event* sigterm = evsignal_new(loops[0].loop.base(), SIGTERM, on_signal, &loops);
+        event* sigint = evsignal_new(loops[0].loop.base(), SIGINT, on_signal, &loops);
         event_add(sigterm, nullptr);
         event_add(sigint, nullptr);
 
         for (const auto& l : server.listening(false))
             M0_LOG(info, "listening on ", l, o.realtime ? " (realtime)" : "",
-                   o.workers > 1 ? " as worker " + std::to_string(worker) : "");
+                   o.workers > 1 ? " as worker " + std::to_string(worker) : "",
+                   nloops > 1 ? " on " + std::to_string(nloops) + " loops" : "");
         for (const auto& l : server.listening(true))
             M0_LOG(info, "admin listening on ", l,
                    o.server.admin_open ? " (--admin-open: no key asked)" : "");
         // systemd: ready once every listener accepts; the watchdog is pinged
-        // from the loop, so a loop that stops turning stops the pings.
+        // from the first loop while every loop turns.
         if (worker == 0)
             proc::notify_ready(
                 "serving on " + server.listening(false).front() +
                 (o.workers > 1 ? " with " + std::to_string(o.workers) + " workers" : ""));
         std::unique_ptr<Timer> watchdog;
         if (double every = proc::watchdog_seconds(); every > 0) {
+            // Pinged while every loop turns: one stuck loop stops the pings.
+            loops.watch_turns(every / 4);
             watchdog = std::make_unique<Timer>(
-                loop, [] { proc::notify_watchdog(); }, true);
+                loops[0].loop,
+                [&loops, every] {
+                    if (loops.all_turned(every / 2)) proc::notify_watchdog();
+                },
+                true);
             watchdog->start(every / 2);
         }
-        loop.run();
-        grace_deadline = server.shutting_down() ? server.shutdown_at() + o.server.grace
-                                                : m0::monotonic_seconds();
+        loops.run();
+        grace_deadline = m0::monotonic_seconds();
+        for (size_t u = 0; u < nloops; ++u)
+            if (loops[u].server->shutting_down())
+                grace_deadline =
+                    std::max(grace_deadline, loops[u].server->shutdown_at() + o.server.grace);
         event_free(sigterm);
         event_free(sigint);
         event_free(sighup);
+        watchdog.reset();
+        for (size_t u = 0; u < nloops; ++u) loops[u].server.reset();
     }
 
     // The loop is done; what still runs on a pool thread may finish within

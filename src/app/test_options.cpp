@@ -205,3 +205,17 @@ TEST_CASE(
               .starts_with("--config /nonexistent/m0serve.toml"));
     CHECK(error_of({"--config"}) == "--config needs a value");
 }
+
+TEST_CASE("options: --loops takes 1 to 256, defaults to the cores (0 here), and not with Redis",
+          "[app][options]") {
+    CHECK(parse({"app"}).loops == 0);  // serve() resolves it: cores / --workers
+    CHECK(parse({"app", "--loops", "3"}).loops == 3);
+    CHECK(error_of({"app", "--loops", "0"}).find("--loops") != std::string::npos);
+    CHECK(error_of({"app", "--loops", "257"}).find("--loops") != std::string::npos);
+    CHECK(error_of({"app", "--loops", "two"}).find("--loops") != std::string::npos);
+    std::string redis =
+        error_of({"app", "--realtime", "--bus", "redis://127.0.0.1:6379/0", "--loops", "2"});
+    CHECK(redis.find("--workers") != std::string::npos);
+    CHECK(parse({"app", "--realtime", "--bus", "redis://127.0.0.1:6379/0", "--loops", "1"}).loops ==
+          1);
+}

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 
 #include "loop/loop.hpp"
 
@@ -14,13 +15,53 @@ uint64_t clock_seed() {
     return static_cast<uint64_t>(ms) * 1000;
 }
 
-BusChannel::BusChannel(BusOptions o)
-    : queue_(o.capacity),
+// Loop i's view of the bus: its own queue, the hub's everything else.
+class BusChannel::Lane final : public Bus {
+  public:
+    Lane(BusChannel& hub, size_t index) : hub_(hub), index_(index) {}
+    PublishResult publish(std::string channel, std::string data, std::string event,
+                          bool raw) override {
+        return hub_.publish(std::move(channel), std::move(data), std::move(event), raw);
+    }
+    uint64_t position() const override { return hub_.position(); }
+    bool send(HoldFrame frame) override { return hub_.send_on(index_, std::move(frame)); }
+    size_t drain(std::deque<Frame>& out) override { return hub_.queues_[index_]->drain(out); }
+    int fd() const override { return hub_.queues_[index_]->fd(); }
+    void replay_later(const std::vector<std::string>& channels, uint64_t after, uint64_t upto,
+                      ReplayDone done) override {
+        done(hub_.replay(channels, after, upto));
+    }
+    size_t max_event_size() const override { return hub_.max_event_size(); }
+    HistoryStats history_stats() const override { return hub_.history_stats(); }
+
+  private:
+    BusChannel& hub_;
+    const size_t index_;
+};
+
+BusChannel::BusChannel(BusOptions o, size_t lanes)
+    : capacity_(o.capacity),
       max_event_size_(o.max_event_size),
       first_id_(o.first_id),
       counter_(o.first_id),
       last_id_(o.first_id),
-      history_(o.history) {}
+      history_(o.history) {
+    if (lanes == 0) lanes = 1;
+    for (size_t i = 0; i < lanes; ++i) {
+        queues_.push_back(std::make_unique<NotifyQueue<Frame>>(o.capacity));
+        if (i > 0) views_.push_back(std::make_unique<Lane>(*this, i));
+    }
+}
+
+BusChannel::~BusChannel() = default;
+
+Bus& BusChannel::lane(size_t i) { return i == 0 ? static_cast<Bus&>(*this) : *views_.at(i - 1); }
+
+void BusChannel::close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+    for (auto& q : queues_) q->close();
+}
 
 PublishResult BusChannel::publish(std::string channel, std::string data, std::string event,
                                   bool raw) {
@@ -28,35 +69,49 @@ PublishResult BusChannel::publish(std::string channel, std::string data, std::st
     PublishResult r = check_publish(channel, event, data, max_event_size_, raw);
     if (r.error == PublishError::too_large) too_large.fetch_add(1);
     if (!r.ok()) return r;
-    uint64_t id = 0;
     const double now = monotonic_seconds();
-    bool ok = queue_.push_with([&] {
-        // Under the queue lock: the id order is the queue order and the history order.
-        id = ++counter_;
-        last_id_.store(id);
-        PublishFrame f{id, std::move(channel), std::move(event), std::move(data), raw};
-        {
-            std::lock_guard lock(hist_mu_);
-            history_.append(f, now);
+    {
+        // Under the hub's lock: the id order is every lane's order and the
+        // history's. Only a lane's own loop takes from it meanwhile, so a
+        // lane with room now still has room when the event is pushed.
+        std::lock_guard lock(mu_);
+        bool room = !closed_;
+        for (size_t i = 0; room && i < queues_.size(); ++i) room = queues_[i]->size() < capacity_;
+        if (room) {
+            r.id = ++counter_;
+            last_id_.store(r.id);
+            PublishFrame f{r.id, std::move(channel), std::move(event), std::move(data), raw};
+            {
+                std::lock_guard hist(hist_mu_);
+                history_.append(f, now);
+            }
+            for (size_t i = 0; i < queues_.size(); ++i) {
+                const bool last = i + 1 == queues_.size();
+                bool ok = queues_[i]->push_with([&] {
+                    if (last) return Frame{std::move(f)};
+                    return Frame{f};
+                });
+                if (!ok) std::abort();  // unreachable: room was checked under the hub's lock
+            }
         }
-        return Frame{std::move(f)};
-    });
-    if (!ok) {
+    }
+    if (r.id == 0) {
         r.error = PublishError::refused;
         refused.fetch_add(1);
         return r;
     }
     published.fetch_add(1);
-    r.id = id;
     return r;
 }
 
-bool BusChannel::send(HoldFrame frame) {
-    bool ok = queue_.push_with([&] {
-        // Under the queue lock: every id up to here is queued before this frame.
+bool BusChannel::send_on(size_t lane, HoldFrame frame) {
+    bool ok = false;
+    {
+        std::lock_guard lock(mu_);
+        // Under the hub's lock: every id up to here is on this lane before this frame.
         frame.upto = counter_;
-        return Frame{std::move(frame)};
-    });
+        ok = !closed_ && queues_[lane]->push_with([&] { return Frame{std::move(frame)}; });
+    }
     if (!ok) refused.fetch_add(1);
     return ok;
 }

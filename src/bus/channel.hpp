@@ -23,12 +23,24 @@
 // it is numbered: its size is the bytes one hold is written for it (the SSE
 // encoding, its id counted at 20 digits). main() keeps the limit below
 // --hold-buffer-limit, so no single event can fill a reader's buffer.
-// Ownership: the queue, `counter_` and `history_` under the queue's mutex
-// (history_ also under hist_mu_, for the loop's replay); the loop thread is
-// the only consumer.
+// Several loops (--loops N): the bus has one lane per loop, each a queue
+// plus eventfd that only its loop drains. The counter and the history are
+// the hub's, one for the process. publish() numbers the event and pushes it
+// onto EVERY lane inside the hub's lock, so each lane holds every event in
+// id order; send() stamps an h frame and pushes it onto ITS OWN lane (the
+// loop that owns the slot) inside the same lock, so on every lane an h frame
+// follows exactly the events numbered at or below its stamp. Drain-before-
+// head then holds per loop, as with one. A publish is refused whole (no lane
+// gets it) when any lane is full. Lane 0 is this object; lane(i) is loop i's.
+// Ownership: `counter_`, and the order of pushes onto the lanes, under `mu_`
+// (each lane's queue has its own lock inside it, taken under `mu_` by
+// producers and alone by its loop's drain); `history_` under hist_mu_ (taken
+// inside mu_ by publish, alone by a loop's replay). Each lane's loop thread
+// is its only consumer.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -57,14 +69,19 @@ uint64_t clock_seed();
 
 class BusChannel final : public Bus {
   public:
-    explicit BusChannel(BusOptions options = {});
+    // `lanes`: one per loop thread (at least 1).
+    explicit BusChannel(BusOptions options = {}, size_t lanes = 1);
+    ~BusChannel() override;
+    BusChannel(const BusChannel&) = delete;
+    BusChannel& operator=(const BusChannel&) = delete;
 
     PublishResult publish(std::string channel, std::string data, std::string event = {},
                           bool raw = false) override;
     uint64_t position() const override { return last_id_.load(); }
-    bool send(HoldFrame frame) override;
-    size_t drain(std::deque<Frame>& out) override { return queue_.drain(out); }
-    int fd() const override { return queue_.fd(); }
+    // Lane 0's: the h frame goes onto lane 0.
+    bool send(HoldFrame frame) override { return send_on(0, std::move(frame)); }
+    size_t drain(std::deque<Frame>& out) override { return queues_[0]->drain(out); }
+    int fd() const override { return queues_[0]->fd(); }
     // What a hold on `channels` after `after` is replayed, up to `upto`.
     Replay replay(const std::vector<std::string>& channels, uint64_t after, uint64_t upto);
     // replay(), handed to `done` at once.
@@ -75,20 +92,37 @@ class BusChannel final : public Bus {
     size_t max_event_size() const override { return max_event_size_; }
     HistoryStats history_stats() const override;
 
-    void close() { queue_.close(); }
-    size_t queued() const { return queue_.size(); }
-    std::deque<Frame> peek() const { return queue_.peek(); }
+    // Loop i's view of the bus (lane 0: this object): its send() queues the
+    // h frame on lane i, its drain() and fd() are lane i's; publish,
+    // position, replay and the limits are the hub's. The counters
+    // (published, refused, too_large) are kept on this object only.
+    Bus& lane(size_t i);
+    size_t lanes() const { return queues_.size(); }
+
+    // Every lane refuses from now on.
+    void close();
+    size_t queued(size_t lane = 0) const { return queues_[lane]->size(); }
+    std::deque<Frame> peek(size_t lane = 0) const { return queues_[lane]->peek(); }
     // The last id handed out (first_id before the first publish).
     uint64_t last_id() const { return last_id_.load(); }
     uint64_t first_id() const { return first_id_; }
 
   private:
-    NotifyQueue<Frame> queue_;
-    const size_t max_event_size_;  // immutable after construction: any thread
-    const uint64_t first_id_;      // immutable after construction: any thread
-    uint64_t counter_;             // guarded by queue_'s mutex (taken inside push_with)
+    class Lane;
+    // Stamps `frame` and queues it on lane `lane`; false when refused.
+    bool send_on(size_t lane, HoldFrame frame);
+
+    // One queue per lane, fixed at construction; each consumed by its loop.
+    std::vector<std::unique_ptr<NotifyQueue<Frame>>> queues_;
+    std::vector<std::unique_ptr<Lane>> views_;  // lanes 1.., immutable after construction
+    const size_t capacity_;                     // each lane's bound
+    const size_t max_event_size_;               // immutable after construction: any thread
+    const uint64_t first_id_;                   // immutable after construction: any thread
+    std::mutex mu_;                             // the hub's lock
+    uint64_t counter_;                          // guarded by mu_
+    bool closed_ = false;                       // guarded by mu_
     std::atomic<uint64_t> last_id_;
-    mutable std::mutex hist_mu_;  // taken inside queue_'s mutex by publish; alone by the loop
+    mutable std::mutex hist_mu_;  // taken inside mu_ by publish; alone by a loop's replay
     History history_;             // guarded by hist_mu_
 };
 

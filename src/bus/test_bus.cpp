@@ -373,6 +373,122 @@ TEST_CASE("bus channel: under 4 concurrent publishers ids strictly increase in q
     CHECK(ch.published.load() == uint64_t(kThreads) * kEach);
 }
 
+// ---- lanes: one per loop (--loops) --------------------------------------------
+
+namespace {
+// What a lane holds, in order: "p<id>" for an event, "h<upto>:<slot index>" for an h frame.
+std::vector<std::string> lane_items(const BusChannel& ch, size_t lane) {
+    std::vector<std::string> out;
+    for (const Frame& f : ch.peek(lane)) {
+        if (auto* p = std::get_if<PublishFrame>(&f))
+            out.push_back("p" + std::to_string(p->id));
+        else
+            out.push_back("h" + std::to_string(std::get<HoldFrame>(f).upto) + ":" +
+                          std::get<HoldFrame>(f).stream_url);
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("bus lanes: every event reaches every lane in id order; an h frame only its own lane",
+          "[bus][channel][lanes]") {
+    BusChannel ch(BusOptions{}, 3);
+    REQUIRE(ch.lanes() == 3);
+    Bus& one = ch.lane(1);
+    Bus& two = ch.lane(2);
+    CHECK(&ch.lane(0) == static_cast<Bus*>(&ch));
+    CHECK(one.publish("a", "x").id == 1);  // a lane publishes through the hub
+    CHECK(one.send(HoldFrame{"s1", 0, 0, 0, {"a"}, "w"}));
+    CHECK(ch.publish("b", "y").id == 2);
+    CHECK(two.send(HoldFrame{"s2", 0, 0, 0, {"b"}, "w"}));
+    CHECK(two.publish("a", "z").id == 3);
+    CHECK(ch.send(HoldFrame{"s0", 0, 0, 0, {"a"}, "w"}));
+
+    CHECK(lane_items(ch, 0) == std::vector<std::string>{"p1", "p2", "p3", "h3:s0"});
+    CHECK(lane_items(ch, 1) == std::vector<std::string>{"p1", "h1:s1", "p2", "p3"});
+    CHECK(lane_items(ch, 2) == std::vector<std::string>{"p1", "p2", "h2:s2", "p3"});
+    // One counter and one history for every lane; the counters are the hub's.
+    CHECK(one.position() == 3);
+    CHECK(two.position() == 3);
+    CHECK(ch.published.load() == 3);
+    CHECK(one.published.load() == 0);
+    // Each lane's loop drains only its own queue, woken by its own eventfd.
+    CHECK(one.fd() != ch.fd());
+    CHECK(one.fd() != two.fd());
+    std::deque<Frame> out;
+    CHECK(one.drain(out) == 4);
+    CHECK(ch.queued(1) == 0);
+    CHECK(ch.queued(0) == 4);
+    CHECK(ch.queued(2) == 4);
+    // A replay through any lane reads the one history.
+    Replay r;
+    two.replay_later({"a"}, 0, 3, [&](Replay got) { r = std::move(got); });
+    REQUIRE(r.events.size() == 2);
+    CHECK(r.events[0].id == 1);
+    CHECK(r.events[1].id == 3);
+}
+
+TEST_CASE("bus lanes: a publish that one full lane cannot take is refused on every lane",
+          "[bus][channel][lanes]") {
+    BusChannel ch(BusOptions{.capacity = 2}, 2);
+    CHECK(ch.publish("a", "1").id == 1);
+    CHECK(ch.lane(1).send(HoldFrame{"s", 0, 0, 0, {"a"}, "w"}));  // lane 1 is now full
+    auto r = ch.publish("a", "2");
+    CHECK(r.error == PublishError::refused);
+    CHECK(r.id == 0);
+    CHECK(ch.queued(0) == 1);  // lane 0 had room, and still did not get it
+    CHECK(ch.refused.load() == 1);
+    CHECK_FALSE(ch.lane(1).send(HoldFrame{"s", 0, 0, 0, {"a"}, "w"}));
+    CHECK(ch.refused.load() == 2);  // a lane's refusal is counted on the hub
+    std::deque<Frame> out;
+    ch.lane(1).drain(out);
+    CHECK(ch.publish("a", "3").id == 2);  // the refused publish took no id
+    ch.close();
+    CHECK_FALSE(ch.lane(1).send(HoldFrame{}));
+    CHECK(ch.publish("a", "4").error == PublishError::refused);
+}
+
+TEST_CASE(
+    "bus lanes: under concurrent publishers and h frames every lane holds ids 1..N in order, "
+    "each h frame stamped with the last id before it on its lane",
+    "[bus][channel][lanes]") {
+    constexpr int kPublishers = 3, kEach = 3000, kLanes = 3, kHolds = 500;
+    BusChannel ch(BusOptions{.capacity = size_t(kPublishers * kEach + kHolds)}, kLanes);
+    std::atomic<int> go{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < kPublishers; ++t)
+        ts.emplace_back([&, t] {
+            while (!go.load()) std::this_thread::yield();
+            for (int i = 0; i < kEach; ++i) (void)ch.publish("c" + std::to_string(t), "x");
+        });
+    for (int l = 0; l < kLanes; ++l)
+        ts.emplace_back([&, l] {
+            while (!go.load()) std::this_thread::yield();
+            for (int i = 0; i < kHolds; ++i)
+                (void)ch.lane(size_t(l)).send(HoldFrame{"s", 0, 0, 0, {"c0"}, "w"});
+        });
+    go.store(1);
+    for (auto& t : ts) t.join();
+    for (size_t l = 0; l < kLanes; ++l) {
+        INFO("lane " << l);
+        std::deque<Frame> out;
+        REQUIRE(ch.lane(l).drain(out) == size_t(kPublishers * kEach + kHolds));
+        uint64_t last = 0;  // the last event id seen on this lane
+        bool in_order = true, stamps_right = true;
+        for (const Frame& f : out) {
+            if (auto* p = std::get_if<PublishFrame>(&f)) {
+                if (p->id != last + 1) in_order = false;
+                last = p->id;
+            } else if (std::get<HoldFrame>(f).upto != last) {
+                stamps_right = false;
+            }
+        }
+        CHECK(in_order);
+        CHECK(stamps_right);
+        CHECK(last == uint64_t(kPublishers * kEach));
+    }
+}
+
 // ---- subscriptions -----------------------------------------------------------
 
 TEST_CASE("subscriptions: subscribe lists slots per channel in order; unsubscribe_all removes them",

@@ -7,12 +7,14 @@ namespace m0::mojo {
 MojoPool::MojoPool(size_t threads, hold::Handoff handoff, size_t max_queued)
     : handoff_(std::move(handoff)), pool_("mojo", threads, max_queued) {}
 
-Admission MojoPool::submit(Handler& handler, SlotRef slot, http::Request req) {
+Admission MojoPool::submit(Handler& handler, SlotRef slot, http::Request req,
+                           const hold::Handoff* via) {
+    const hold::Handoff* h = via ? via : &handoff_;
     auto shared = std::make_shared<http::Request>(std::move(req));
-    auto cancel = handoff_.ring ? handoff_.ring->cancels.arm(slot) : nullptr;
+    auto cancel = h->ring ? h->ring->cancels.arm(slot) : nullptr;
     return pool_.submit(
-        [this, &handler, slot, shared](size_t thread) {
-            serve_job(handoff_, pool_, handler, slot, *shared, thread);
+        [this, h, &handler, slot, shared](size_t thread) {
+            serve_job(*h, pool_, handler, slot, *shared, thread);
         },
         std::move(cancel));
 }

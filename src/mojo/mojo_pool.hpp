@@ -25,7 +25,11 @@ class MojoPool {
     // Loop thread. Queues the request for `handler` (which must outlive the
     // pool), with a cancel flag armed on the handoff's ring for `slot`; or
     // says why not (stopping, full).
-    Admission submit(Handler& handler, SlotRef slot, http::Request req);
+    // `via` (--loops): the handoff of the loop the request came from (its
+    // completion ring and bus lane), which must outlive the pool; null: the
+    // pool's own.
+    Admission submit(Handler& handler, SlotRef slot, http::Request req,
+                     const hold::Handoff* via = nullptr);
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 

@@ -130,7 +130,14 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
             if (!http::decode_close(req.body, channel, err)) return error_response(400, err);
             auto e = bus::check_channel(channel);
             if (e != bus::NameError::ok) return error_response(400, bus::reason(e));
-            r.body = "{\"closed\": " + std::to_string(close_(channel)) + "}\n";
+            later = [this, channel](Answer answer) {
+                close_(channel, [answer](size_t n) {
+                    Response out;
+                    out.headers.add("Content-Type", "application/json");
+                    out.body = "{\"closed\": " + std::to_string(n) + "}\n";
+                    answer(std::move(out));
+                });
+            };
             return r;
         }
         http::AdminEvent ev;
@@ -184,11 +191,19 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
     while (run->next < run->items->size() && !run->failed) {
         size_t i = run->next++;
         auto& it = (*run->items)[i];
+        run->waiting = true;
         if (it.action == http::PushpinItem::Action::close) {
-            run->closed += close_(it.channel);
+            close_(it.channel, [this, run](size_t n) {
+                run->waiting = false;
+                run->closed += n;
+                if (!run->driving) publish_item(run);
+            });
+            if (run->waiting) {
+                run->driving = false;  // the other loops answer later, and resume from there
+                return;
+            }
             continue;
         }
-        run->waiting = true;
         // Pushpin's http-stream content goes out as it is: the publisher
         // formats its own SSE. m0serve still numbers it and keeps it in history.
         bus_->publish_later(

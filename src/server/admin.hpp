@@ -29,8 +29,10 @@ namespace m0::server {
 
 class AdminApi {
   public:
-    // Ends every hold on a channel; returns how many.
-    using CloseChannel = std::function<size_t(const std::string& channel)>;
+    // Ends every hold on a channel; `done` gets how many, on the loop thread,
+    // at once or (several loops) once every loop has closed its own.
+    using Closed = std::function<void(size_t closed)>;
+    using CloseChannel = std::function<void(const std::string& channel, const Closed& done)>;
 
     // `bus` is null without --realtime (publish and close answer 503).
     // `open`: POSTs need no key (--admin-open).
@@ -38,6 +40,7 @@ class AdminApi {
     void add_pool(const Pool* pool) { pools_.push_back(pool); }
     // The key read again (SIGHUP); later requests are checked against it.
     void set_key(std::string key) { key_ = std::move(key); }
+    void set_close(CloseChannel close) { close_ = std::move(close); }
     // Gets the answer to one admin request, exactly once, on the loop thread:
     // at once, or (a publish on a shared bus) after the bus answers. Never throws.
     using Answer = std::function<void(http::Response)>;

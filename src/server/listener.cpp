@@ -2,6 +2,7 @@
 // sockets, sockets handed over by systemd), and the refusal past
 // --max-connections. Loop thread.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -105,6 +106,7 @@ bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::
     l->ev = ev;
     l->admin = admin;
     l->host = host;
+    l->reuse_port = cfg_.reuse_port;
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     getsockname(evconnlistener_get_fd(ev), reinterpret_cast<sockaddr*>(&bound), &len);
@@ -183,6 +185,25 @@ bool Server::adopt_listener(int fd, bool admin, std::string& err) {
     return add_listener(std::move(l), fd, err);  // the file stays systemd's
 }
 
+bool Server::join(Server& first, std::string& err) {
+    open_clients_ = first.open_clients_;
+    accept_episode_ = first.accept_episode_;
+    for (const auto& l : first.listeners_) {
+        if (l->admin || !l->ev) continue;
+        if (l->reuse_port && cfg_.reuse_port) {
+            if (!listen(l->host, l->port, false, err)) return false;
+            continue;
+        }
+        int fd = ::fcntl(evconnlistener_get_fd(l->ev), F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) {
+            err = "cannot share " + l->name() + ": " + std::strerror(errno);
+            return false;
+        }
+        if (!adopt_listener(fd, false, err)) return false;  // the duplicate is closed
+    }
+    return true;
+}
+
 uint16_t Server::bound_port(bool admin) const {
     for (const auto& l : listeners_)
         if (l->admin == admin && l->path.empty()) return l->port;
@@ -222,8 +243,7 @@ void Server::on_accept_error(evconnlistener*, void* arg) {
 
 void Server::pause_accepting(int err) {
     metrics_.accept_paused.fetch_add(1);
-    if (!accept_episode_) {
-        accept_episode_ = true;
+    if (!accept_episode_->exchange(true)) {
         if (err == EMFILE || err == ENFILE)
             M0_LOG(warn, "out of file descriptors: accepting paused");
         else
@@ -244,10 +264,8 @@ void Server::resume_accepting() {
 }
 
 void Server::accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr) {
-    if (accept_episode_) {
-        accept_episode_ = false;
+    if (accept_episode_->load(std::memory_order_relaxed) && accept_episode_->exchange(false))
         M0_LOG(info, "accepting resumed");
-    }
     char buf[INET6_ADDRSTRLEN] = "";
     uint16_t port = 0;
     if (addr && addr->sa_family == AF_INET) {
@@ -259,7 +277,9 @@ void Server::accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr) {
         inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
         port = ntohs(in6->sin6_port);
     }
-    if (!l.admin && open_clients_ >= cfg_.max_connections) {
+    // Across loops the count is read, not reserved: two loops accepting at
+    // the same moment may pass the limit by one connection each.
+    if (!l.admin && open_clients_->load() >= cfg_.max_connections) {
         // Over --max-connections: answer at once and close; the socket is fresh,
         // so the short answer fits its send buffer.
         metrics_.connections_refused.fetch_add(1);

@@ -27,7 +27,9 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
       metrics_(metrics),
       holds_(*this, HoldConfig{cfg_.hold_buffer_limit, cfg_.hold_drain_timeout}, metrics),
       admin_(cfg_.admin_key, cfg_.admin_open, metrics, bus,
-             [this](const std::string& channel) { return close_channel(channel); }) {
+             [this](const std::string& channel, const AdminApi::Closed& done) {
+                 done(close_channel(channel));
+             }) {
     std::string unused;
     trust_all_ = *http::TrustedProxies::parse("*", unused);
     // A peer that left makes writes fail with EPIPE, handled as an error on
@@ -99,7 +101,7 @@ SlotRef Server::adopt(int fd, std::string remote_addr, uint16_t remote_port, boo
     slots_[slot.index].conn = std::move(conn);
     ++open_;
     if (!admin) {
-        ++open_clients_;
+        open_clients_->fetch_add(1);
         metrics_.connections_open.fetch_add(1);
         metrics_.connections_total.fetch_add(1);
     }
@@ -484,7 +486,7 @@ void Server::close_conn(Conn& c) {
     free_slots_.push_back(slot.index);
     --open_;
     if (!dead->admin) {
-        --open_clients_;
+        open_clients_->fetch_sub(1);
         metrics_.connections_open.fetch_sub(1);
     }
     dead.reset();

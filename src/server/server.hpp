@@ -32,6 +32,7 @@
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -124,6 +125,17 @@ class Server final : private HoldSink {
                      std::string& err);
     // Serves on a socket that already listens (systemd socket activation).
     bool adopt_listener(int fd, bool admin, std::string& err);
+    // --loops: serves as one more loop of `first`'s process (called before
+    // either loop runs). The same client listeners: a TCP one bound again on
+    // its port (both with SO_REUSEPORT, cfg.reuse_port: the kernel spreads
+    // connections over the loops), a unix or systemd one shared (a duplicate
+    // of its socket: whichever loop is free accepts). One --max-connections
+    // count for both. False with `err` set.
+    bool join(Server& first, std::string& err);
+    // Admin POST /close (and Pushpin's close action) on every loop: `close`
+    // gets the channel, and the number closed everywhere once every loop has
+    // answered (on this loop's thread). Default: this loop's holds.
+    void set_close_everywhere(AdminApi::CloseChannel close) { admin_.set_close(std::move(close)); }
     // The port of the first TCP listener of that kind (0: none).
     uint16_t bound_port(bool admin) const;
     // Every listener of that kind: "HOST:PORT" or "unix:PATH".
@@ -177,6 +189,7 @@ class Server final : private HoldSink {
         std::string path;         // unix: the socket file
         bool own_file = false;    // bound here: removed on close
         unsigned long inode = 0;  // the file bound, so another's is never removed
+        bool reuse_port = false;  // bound here with SO_REUSEPORT: another loop may bind it too
         std::string name() const;
     };
     enum class Phase { reading, waiting, streaming, holding, closing, lingering };
@@ -269,12 +282,18 @@ class Server final : private HoldSink {
     };
     std::vector<SlotEntry> slots_;
     std::vector<uint32_t> free_slots_;
-    size_t open_ = 0;          // connections, admin ones too
-    size_t open_clients_ = 0;  // client connections (--max-connections)
+    size_t open_ = 0;  // connections, admin ones too
+    // Client connections (--max-connections): this server's count, or, for a
+    // server that joined another loop's (join()), that one's; any loop thread.
+    std::atomic<size_t> own_clients_{0};
+    std::atomic<size_t>* open_clients_ = &own_clients_;
 
     std::vector<std::unique_ptr<Listener>> listeners_;  // loop thread
     std::unique_ptr<Timer> accept_pause_;  // loop thread: re-enables the paused listeners
-    bool accept_episode_ = false;          // loop thread: accept() failing, not yet resumed
+    // accept() failing for want of descriptors (the process's, so one episode
+    // for every loop that joined this one), not yet resumed; any loop thread.
+    std::atomic<bool> own_episode_{false};
+    std::atomic<bool>* accept_episode_ = &own_episode_;
     std::unique_ptr<FdWatcher> ring_watch_, bus_watch_;
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
     std::unique_ptr<Timer> keepalive_timer_;  // loop thread: HoldTable::keepalive each second

@@ -24,10 +24,12 @@ struct Admin {
     server::AdminApi api;
 
     explicit Admin(bus::BusOptions o = {}, bool open = false, std::string key = kKey)
-        : bus(o), api(std::move(key), open, metrics, &bus, [this](const std::string& c) {
-              closed.push_back(c);
-              return size_t(1);
-          }) {}
+        : bus(o),
+          api(std::move(key), open, metrics, &bus,
+              [this](const std::string& c, const server::AdminApi::Closed& done) {
+                  closed.push_back(c);
+                  done(1);
+              }) {}
 
     Response post(std::string path, std::string body,
                   std::string auth = std::string("Bearer ") + kKey) {

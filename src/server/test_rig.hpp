@@ -4,7 +4,9 @@
 // test (never a bare sleep). No assertions here: helpers answer, the test
 // (Catch2 or RapidCheck) asserts.
 #pragma once
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -66,6 +68,22 @@ struct SocketClient {
         fd = -1;
     }
 };
+
+// A blocking TCP connection to 127.0.0.1:port (the kernel completes it from
+// the listen backlog); -1 on failure.
+inline int connect_loopback(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
 
 // A Server on a Loop. With `realtime`, the server has the bus channel.
 struct ServerRig {

@@ -110,14 +110,8 @@ std::optional<Reply> take_reply(std::string& buf, bool head_only, bool eof) {
 
 // A real TCP client of a listener on 127.0.0.1.
 std::unique_ptr<Client> tcp_connect(uint16_t port) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = m0::testing::connect_loopback(port);
     REQUIRE(fd >= 0);
-    sockaddr_in sin{};
-    sin.sin_family = AF_INET;
-    sin.sin_port = htons(port);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    // Blocking connect: the kernel completes it from the listen backlog.
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&sin), sizeof sin) == 0);
     return std::make_unique<Client>(fd);
 }
 

@@ -283,14 +283,14 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
 WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
     : handoff_(std::move(handoff)), pool_("wsgi", threads, max_queued) {}
 
-Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req) {
+Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req,
+                           const hold::Handoff* via) {
+    const hold::Handoff* h = via ? via : &handoff_;
     auto shared = std::make_shared<http::Request>(std::move(req));
-    auto cancel = handoff_.ring ? handoff_.ring->cancels.arm(slot) : nullptr;
-    return pool_.submit(
-        [this, app, slot, shared](size_t thread) {
-            serve_job(handoff_, pool_, app, slot, *shared, thread);
-        },
-        std::move(cancel));
+    auto cancel = h->ring ? h->ring->cancels.arm(slot) : nullptr;
+    return pool_.submit([this, h, app, slot, shared](
+                            size_t thread) { serve_job(*h, pool_, app, slot, *shared, thread); },
+                        std::move(cancel));
 }
 
 void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, http::Request& req,

@@ -34,7 +34,11 @@ class WsgiPool {
     // Loop thread. Queues the request for `app` (a strong reference the caller
     // keeps alive), with a cancel flag armed on the handoff's ring for `slot`;
     // or says why not.
-    Admission submit(PyObject* app, SlotRef slot, http::Request req);
+    // `via` (--loops): the handoff of the loop the request came from (its
+    // completion ring and bus lane), which must outlive the pool; null: the
+    // pool's own.
+    Admission submit(PyObject* app, SlotRef slot, http::Request req,
+                     const hold::Handoff* via = nullptr);
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 
