@@ -9,7 +9,8 @@ may be shared: the figures are recorded, never asserted.
 holds (build/sse_load, smoke/load/sse_load.cpp: one process opens the
 streams, publishes through each server's own publish endpoint, reads /proc
 for the servers' RSS and CPU)
-    m0-mojo            m0serve's mojo hold
+    m0-mojo            m0serve's mojo hold (--loops: one per core, the default)
+    m0-mojo-1loop      the same with --loops 1
     m0-django          m0serve's Django hold
     m0-redis2          m0serve --workers 2 on a Redis bus of its own
     nchan              nchan on nginx with two workers (the ratios' base)
@@ -118,7 +119,7 @@ class Server:
                         "--mount", "/=djangoproj.wsgi:application", "--mount", "/native=mojo"]
                 self.url = "http://127.0.0.1:%d/hold?channel={ch}" % self.port
             else:
-                cmd += ["--mount", "/native=mojo"]
+                cmd += ["--mount", "/native=mojo"] + (["--loops", "1"] if kind == "m0-mojo-1loop" else [])
                 self.url = "http://127.0.0.1:%d/native/hold?channel={ch}" % self.port
             self.publish = ["--publish-url", "http://127.0.0.1:%d/publish" % self.pub_port,
                             "--publish-header", "Authorization: Bearer " + key,
@@ -339,8 +340,8 @@ def main():
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
     ap.add_argument("--parts", default=",".join(PARTS), help="holds, requests, head (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
-    ap.add_argument("--servers", default="m0-mojo,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
-                    help="the hold rows' servers: m0-mojo, m0-django, m0-redis2 (--workers 2 --bus "
+    ap.add_argument("--servers", default="m0-mojo,m0-mojo-1loop,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
+                    help="the hold rows' servers: m0-mojo, m0-mojo-1loop (--loops 1), m0-django, m0-redis2 (--workers 2 --bus "
                          "redis://, its own redis-server), nchan, pushpin, pushpin-unlimited")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rate", type=float, default=20)

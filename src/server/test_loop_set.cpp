@@ -4,8 +4,11 @@
 // handoff of the loop their request came from.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +36,22 @@ struct HoldMount {
         return r;
     }
 };
+
+// Listening TCP sockets on 127.0.0.1:port, from /proc/net/tcp.
+int listening_sockets(uint16_t port) {
+    std::ifstream f("/proc/net/tcp");
+    char want[32];
+    std::snprintf(want, sizeof want, "0100007F:%04X", port);
+    std::string line;
+    int n = 0;
+    while (std::getline(f, line)) {
+        std::istringstream in(line);
+        std::string slot, local, remote, state;
+        in >> slot >> local >> remote >> state;
+        if (local == want && state == "0A") ++n;  // TCP_LISTEN
+    }
+    return n;
+}
 
 // Two loops, a two-lane bus, a pool of two threads, every server listening.
 struct Loops {
@@ -68,6 +87,9 @@ struct Loops {
         port = set[0].server->bound_port(false);
         REQUIRE(set.join(err));
         REQUIRE(set[1].server->bound_port(false) == port);
+        // A socket of each loop's own (SO_REUSEPORT): the kernel spreads the
+        // connections, rather than the first loop to wake taking a burst.
+        REQUIRE(listening_sockets(port) == int(kLoops));
     }
     ~Loops() { pool.reset(); }
 };
