@@ -1,13 +1,18 @@
-// Properties of the hold mechanism, over the real classes: server::Server on a
-// real m0::Loop, mojo::MojoPool with real threads, bus::BusChannel, the
-// completion ring, and connections on socketpairs.
+// Properties of the hold mechanism, over the real classes, with 1 to 3 event
+// loops (--loops N) in one process: per loop a server::Server on its own real
+// m0::Loop, with its own completion ring and its lane of one bus::BusChannel
+// hub, and ONE mojo::MojoPool with real threads shared by every loop (a job
+// carries the Handoff of the loop its request came from); connections on
+// socketpairs, each adopted by the loop the test picks.
 //
 // Determinism: every pool thread parks at each hand-off point (Handoff::hook:
 // handler_start, frame_sent, completion_posted) until a command releases it,
-// so only one thread moves at a time and each interleaving RapidCheck
-// generates of connect, request, hold decision, frame, completion, publish,
-// loop iteration, ring drain, bus drain and disconnect is reproducible from
-// its seed (RC_PARAMS="seed=N"). A failure prints the shrunk command list.
+// so only one thread moves at a time, and the loops have no threads: the
+// test thread steps each one (run_once, a ring drain, a bus drain), so each
+// interleaving RapidCheck generates of connect (on a loop), request, hold
+// decision, frame, completion, publish, loop iteration, ring drain, bus drain
+// (each on one loop) and disconnect is reproducible from its seed
+// (RC_PARAMS="seed=N"). A failure prints the shrunk command list.
 //
 // Checked after every command, on every client's byte stream:
 //   - the head comes first and nothing precedes it (a close-delimited SSE head);
@@ -19,9 +24,15 @@
 //     (none lost, none twice, none early: no gap and no duplicate at the
 //     replay/live boundary);
 //   - the server never closes a hold whose client is still there;
-//   - a departed slot is released and holds no subscription once its job ended.
-// At the end, with every job released and the queues drained, each client
-// received exactly those events.
+//   - a departed slot is released and holds no subscription once its job
+//     ended (asked of its own loop's server, once every ring and lane is empty).
+// At the end, with every job released and every loop's queues drained, each
+// client received exactly those events.
+// With several loops this pins the hub's lanes (bus/channel.hpp): an h frame
+// goes onto its own loop's lane (another loop would drop it, or hold a
+// different client on the same slot number), each loop drains its own lane
+// before it writes a hold's head (the subscription exists before the head on
+// every loop), and a publish reaches the holds on every loop, in one id order.
 #include <fcntl.h>
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
@@ -30,21 +41,24 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "bus/channel.hpp"
 #include "mojo/mojo_pool.hpp"
-#include "server/test_rig.hpp"
+#include "server/server.hpp"
 
 using namespace m0;
 using namespace std::chrono_literals;
 
 namespace {
 
-constexpr int kThreads = 3;  // pool threads: at most this many jobs in flight
+constexpr int kThreads = 3;  // pool threads, shared by the loops: at most this many jobs in flight
+constexpr size_t kMaxLoops = 3;
 constexpr int kMaxClients = 6;
 const std::vector<std::string> kChannels = {"a", "b", "c"};
 
@@ -65,7 +79,10 @@ struct HoldMount {
     }
 };
 
-uint64_t key(SlotRef s) { return (uint64_t(s.index) << 32) | s.gen; }
+// A job: the loop its request came from and its slot there (each loop's
+// server numbers its own slots, so two loops may hand out the same one).
+using JobKey = std::pair<size_t, uint64_t>;
+JobKey key(size_t loop, SlotRef s) { return {loop, (uint64_t(s.index) << 32) | s.gen}; }
 
 // Parks pool threads at hand-off points; the test thread releases them one step at a time.
 class Stepper {
@@ -76,9 +93,9 @@ class Stepper {
         bool release = false;
     };
 
-    void hook(hold::Point p, SlotRef s) {
+    void hook(hold::Point p, JobKey k) {
         std::unique_lock l(mu_);
-        Job& j = jobs_[key(s)];
+        Job& j = jobs_[k];
         j.seen.push_back(p);
         j.parked = true;
         cv_.notify_all();
@@ -86,15 +103,15 @@ class Stepper {
         j.release = false;
         j.parked = false;
     }
-    // Waits until the job of `s` is parked; false after the deadline.
-    bool wait_parked(SlotRef s) {
+    // Waits until the job `k` is parked; false after the deadline.
+    bool wait_parked(JobKey k) {
         std::unique_lock l(mu_);
-        return cv_.wait_for(l, 5s, [&] { return jobs_[key(s)].parked; });
+        return cv_.wait_for(l, 5s, [&] { return jobs_[k].parked; });
     }
-    // Releases the parked job of `s`; waits until it parks again or `finished()`.
-    bool advance(SlotRef s, const std::function<bool()>& finished) {
+    // Releases the parked job `k`; waits until it parks again or `finished()`.
+    bool advance(JobKey k, const std::function<bool()>& finished) {
         std::unique_lock l(mu_);
-        Job& j = jobs_[key(s)];
+        Job& j = jobs_[k];
         if (!j.parked) return false;
         j.release = true;
         j.parked = false;
@@ -107,20 +124,21 @@ class Stepper {
         }
         return true;
     }
-    std::vector<hold::Point> seen(SlotRef s) {
+    std::vector<hold::Point> seen(JobKey k) {
         std::lock_guard l(mu_);
-        return jobs_[key(s)].seen;
+        return jobs_[k].seen;
     }
     void notify() { cv_.notify_all(); }
 
   private:
     std::mutex mu_;
     std::condition_variable cv_;
-    std::map<uint64_t, Job> jobs_;
+    std::map<JobKey, Job> jobs_;
 };
 
 struct Client {
     int fd = -1;
+    size_t loop = 0;  // the loop that adopted the connection
     SlotRef slot;
     bool connected = true;
     bool requested = false;   // any request sent
@@ -139,10 +157,22 @@ struct Client {
     std::vector<uint64_t> received;
 };
 
-// The shared rig (loop, queues, bus, server) with a threaded mojo pool whose
-// threads park at every hand-off point.
-struct Sut : testing::ServerRig {
+// One loop of the process, as server/loop_set.hpp's LoopUnit, without a thread.
+struct Unit {
+    Loop loop;
+    CompletionRing ring;
+    hold::Handoff handoff;  // this loop's ring and lane, for the pool's jobs
+    std::unique_ptr<server::Server> server;
+};
+
+// The loops (each with its ring, its lane of the one bus and its server)
+// and one threaded mojo pool they share, whose threads park at every
+// hand-off point.
+struct Sut {
     Stepper stepper;
+    Metrics metrics;
+    bus::BusChannel bus;
+    std::vector<std::unique_ptr<Unit>> units;
     std::unique_ptr<mojo::HandlerFor<HoldMount>> handler;
     std::unique_ptr<mojo::MojoPool> pool;
     std::vector<Client> clients;
@@ -155,31 +185,60 @@ struct Sut : testing::ServerRig {
         cfg.keepalive_timeout = 3600;
         return cfg;
     }
-    Sut() : ServerRig(config(), true, bus::BusOptions{.history = {.per_channel = 100000}}) {
-        hold::Handoff h;
-        h.ring = &ring;
-        h.bus = &bus;
-        h.metrics = &metrics;
-        h.hook = [this](hold::Point p, SlotRef s) { stepper.hook(p, s); };
+    explicit Sut(size_t loops) : bus(bus::BusOptions{.history = {.per_channel = 100000}}, loops) {
+        // A write to a closed peer must be an error return, not a signal.
+        std::signal(SIGPIPE, SIG_IGN);
+        for (size_t i = 0; i < loops; ++i) {
+            auto u = std::make_unique<Unit>();
+            u->handoff.ring = &u->ring;
+            u->handoff.bus = &bus.lane(i);
+            u->handoff.metrics = &metrics;
+            u->handoff.hook = [this, i](hold::Point p, SlotRef s) { stepper.hook(p, key(i, s)); };
+            units.push_back(std::move(u));
+        }
         handler = std::make_unique<mojo::HandlerFor<HoldMount>>(mojo::MojoEnv{});
-        pool = std::make_unique<mojo::MojoPool>(kThreads, h);
-        server->add_mount("/m", [this](SlotRef s, http::Request&& r) {
-            return pool->submit(*handler, s, std::move(r));
-        });
+        // The pool's own handoff is never used: every submit names its loop's.
+        pool = std::make_unique<mojo::MojoPool>(kThreads, units[0]->handoff);
+        for (size_t i = 0; i < loops; ++i) {
+            Unit& u = *units[i];
+            u.server =
+                std::make_unique<server::Server>(u.loop, config(), u.ring, &bus.lane(i), metrics);
+            const hold::Handoff* via = &u.handoff;
+            u.server->add_mount("/m", [this, via](SlotRef s, http::Request&& r) {
+                return pool->submit(*handler, s, std::move(r), via);
+            });
+        }
     }
-    ~Sut() override {
+    ~Sut() {
         // Free every parked thread, then stop.
         for (auto& c : clients)
             for (int i = 0; i < 6 && c.busy; ++i) {
                 uint64_t done_before = pool->pool().completed.load();
-                stepper.advance(c.slot,
+                stepper.advance(key(c.loop, c.slot),
                                 [&] { return pool->pool().completed.load() > done_before; });
                 if (pool->pool().completed.load() > done_before) c.busy = false;
             }
-        server.reset();
+        for (auto& u : units) u->server.reset();
         pool.reset();
         for (auto& c : clients)
             if (c.fd >= 0) ::close(c.fd);
+    }
+    Sut(const Sut&) = delete;
+    Sut& operator=(const Sut&) = delete;
+
+    size_t loops() const { return units.size(); }
+    server::Server& server_of(const Client& c) { return *units[c.loop]->server; }
+
+    // A client whose socketpair end loop `i`'s server adopts; false if
+    // socketpair failed.
+    bool connect(size_t i, Client& c) {
+        int sv[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+        ::fcntl(sv[1], F_SETFL, ::fcntl(sv[1], F_GETFL) | O_NONBLOCK);
+        c.fd = sv[1];
+        c.loop = i;
+        c.slot = units[i]->server->adopt(sv[0], "127.0.0.1", 1);
+        return true;
     }
 
     // Releases the client's job one step; records what it queued. The job is
@@ -188,8 +247,8 @@ struct Sut : testing::ServerRig {
     void advance(Client& c) {
         if (!c.busy) return;
         uint64_t done_before = pool->pool().completed.load();
-        bool moved =
-            stepper.advance(c.slot, [&] { return pool->pool().completed.load() > done_before; });
+        bool moved = stepper.advance(key(c.loop, c.slot),
+                                     [&] { return pool->pool().completed.load() > done_before; });
         RC_ASSERT(moved);
         if (pool->pool().completed.load() > done_before) c.busy = false;
     }
@@ -210,8 +269,9 @@ struct Sut : testing::ServerRig {
         }
     }
 
-    void step_loop(int n = 3) {
-        for (int i = 0; i < n; ++i) loop.run_once();
+    // Runs loop `i` `n` iterations, then reads every client.
+    void step_loop(size_t i, int n = 3) {
+        for (int k = 0; k < n; ++k) units[i]->loop.run_once();
         read_all();
     }
 
@@ -280,12 +340,15 @@ struct Sut : testing::ServerRig {
     void check_all() {
         for (auto& c : clients)
             if (c.connected) check(c);
-        // A departed slot is released once nothing for it is left in the queues.
-        bool queues_empty = ring.size() == 0 && bus.queued() == 0;
+        // A departed slot is released once nothing for it is left in the
+        // queues: every loop's ring and every lane of the bus.
+        bool queues_empty = true;
+        for (size_t i = 0; i < loops(); ++i)
+            queues_empty = queues_empty && units[i]->ring.size() == 0 && bus.queued(i) == 0;
         for (auto& c : clients)
             if (queues_empty && !c.connected && !c.busy) {
-                RC_ASSERT(!server->alive(c.slot));
-                RC_ASSERT(!server->subscribed(c.slot));
+                RC_ASSERT(!server_of(c).alive(c.slot));
+                RC_ASSERT(!server_of(c).subscribed(c.slot));
             }
     }
 };
@@ -299,6 +362,7 @@ struct Model {
         bool held = false;  // asked for a hold: no further request on the connection
     };
     std::vector<C> clients;
+    size_t loops = 1;        // the Sut's, fixed for the test case
     uint64_t published = 0;  // the shared counter's value
     int in_flight() const {
         int n = 0;
@@ -309,22 +373,23 @@ struct Model {
 
 using Cmd = rc::state::Command<Model, Sut>;
 
+// A loop a command acts on: generated, then taken modulo the loop count.
+size_t pick_loop(const Model& m) { return *rc::gen::inRange<size_t>(0, kMaxLoops) % m.loops; }
+
 struct Connect : Cmd {
+    size_t loop;
+    explicit Connect(const Model& m) : loop(pick_loop(m)) {}
     void checkPreconditions(const Model& m) const override {
         RC_PRE(m.clients.size() < static_cast<size_t>(kMaxClients));
     }
     void apply(Model& m) const override { m.clients.push_back({}); }
     void run(const Model&, Sut& s) const override {
-        auto end = s.connect();
-        RC_ASSERT(end != nullptr);
         Client c;
-        c.fd = end->fd;
-        c.slot = end->slot;
-        end->fd = -1;  // the model's client owns the fd from here
+        RC_ASSERT(s.connect(loop, c));
         s.clients.push_back(std::move(c));
         s.check_all();
     }
-    void show(std::ostream& os) const override { os << "Connect"; }
+    void show(std::ostream& os) const override { os << "Connect(loop " << loop << ")"; }
 };
 
 struct Request : Cmd {
@@ -364,7 +429,8 @@ struct Request : Cmd {
             "GET /m/h?c=" + list + (hold ? "" : "&plain=1") + " HTTP/1.1\r\nHost: p\r\n";
         if (cursor) req += "Last-Event-ID: " + std::to_string(cursor) + "\r\n";
         req += "\r\n";
-        const size_t before = s.stepper.seen(c.slot).size();
+        const JobKey job = key(c.loop, c.slot);
+        const size_t before = s.stepper.seen(job).size();
         RC_ASSERT(::send(c.fd, req.data(), req.size(), MSG_NOSIGNAL) ==
                   static_cast<ssize_t>(req.size()));
         c.requested = true;
@@ -381,14 +447,14 @@ struct Request : Cmd {
         } else {
             ++c.plain_requested;
         }
-        // The loop reads and dispatches; the pool thread parks at handler_start.
+        // Its loop reads and dispatches; the pool thread parks at handler_start.
         auto deadline = std::chrono::steady_clock::now() + 5s;
-        while (s.stepper.seen(c.slot).size() == before &&
+        while (s.stepper.seen(job).size() == before &&
                std::chrono::steady_clock::now() < deadline) {
-            s.loop.run_once();
+            s.units[c.loop]->loop.run_once();
             std::this_thread::sleep_for(50us);
         }
-        RC_ASSERT(s.stepper.wait_parked(c.slot));
+        RC_ASSERT(s.stepper.wait_parked(job));
         // Parked at handler_start: the bus position was read before it, so
         // whatever is published from now on is this hold's (the snapshot gap
         // is closed by replay).
@@ -425,6 +491,8 @@ struct Publish : Cmd {
     std::string channel = *rc::gen::elementOf(kChannels);
     void apply(Model& m) const override { ++m.published; }
     void run(const Model&, Sut& s) const override {
+        // One publish on the hub (as a pool thread or the admin API would): it
+        // reaches every loop's lane.
         auto r = s.bus.publish(channel, "x");
         RC_ASSERT(r.ok());
         s.channel_of[r.id] = channel;
@@ -437,32 +505,38 @@ struct Publish : Cmd {
 };
 
 struct LoopStep : Cmd {
+    size_t loop;
+    explicit LoopStep(const Model& m) : loop(pick_loop(m)) {}
     void apply(Model&) const override {}
     void run(const Model&, Sut& s) const override {
-        s.step_loop(1);
+        s.step_loop(loop, 1);
         s.check_all();
     }
-    void show(std::ostream& os) const override { os << "LoopStep"; }
+    void show(std::ostream& os) const override { os << "LoopStep(loop " << loop << ")"; }
 };
 
 struct DrainRing : Cmd {
+    size_t loop;
+    explicit DrainRing(const Model& m) : loop(pick_loop(m)) {}
     void apply(Model&) const override {}
     void run(const Model&, Sut& s) const override {
-        s.server->on_completions_ready();
-        s.step_loop(2);
+        s.units[loop]->server->on_completions_ready();
+        s.step_loop(loop, 2);
         s.check_all();
     }
-    void show(std::ostream& os) const override { os << "DrainRing"; }
+    void show(std::ostream& os) const override { os << "DrainRing(loop " << loop << ")"; }
 };
 
 struct DrainBus : Cmd {
+    size_t loop;
+    explicit DrainBus(const Model& m) : loop(pick_loop(m)) {}
     void apply(Model&) const override {}
     void run(const Model&, Sut& s) const override {
-        s.server->on_bus_ready();
-        s.step_loop(2);
+        s.units[loop]->server->on_bus_ready();
+        s.step_loop(loop, 2);
         s.check_all();
     }
-    void show(std::ostream& os) const override { os << "DrainBus"; }
+    void show(std::ostream& os) const override { os << "DrainBus(loop " << loop << ")"; }
 };
 
 struct Disconnect : Cmd {
@@ -478,26 +552,26 @@ struct Disconnect : Cmd {
         ::close(c.fd);
         c.fd = -1;
         if (!c.busy) {
-            // Nothing in flight: the slot is released at once.
-            for (int i = 0; i < 2000 && s.server->alive(c.slot); ++i) {
-                s.loop.run_once();
+            // Nothing in flight: its loop releases the slot at once.
+            for (int i = 0; i < 2000 && s.server_of(c).alive(c.slot); ++i) {
+                s.units[c.loop]->loop.run_once();
                 std::this_thread::sleep_for(50us);
             }
         } else {
-            s.step_loop(2);
+            s.step_loop(c.loop, 2);
         }
         s.check_all();
     }
     void show(std::ostream& os) const override { os << "Disconnect(client " << who << ")"; }
 };
 
-// Releases every job, drains everything, and requires exact delivery.
+// Releases every job, drains every loop, and requires exact delivery.
 void finish(Sut& s) {
     for (auto& c : s.clients)
         for (int i = 0; i < 6 && c.busy; ++i) s.advance(c);
     for (auto& c : s.clients) RC_ASSERT(!c.busy);
     for (int round = 0; round < 50; ++round) {
-        s.step_loop(3);
+        for (size_t i = 0; i < s.loops(); ++i) s.step_loop(i, 3);
         std::this_thread::sleep_for(100us);
     }
     s.check_all();
@@ -505,22 +579,22 @@ void finish(Sut& s) {
         if (!c.connected || !c.requested) continue;
         RC_ASSERT(c.plain_seen == c.plain_requested);
         if (!c.hold) {
-            RC_ASSERT(s.server->alive(c.slot));  // kept alive for the next request
+            RC_ASSERT(s.server_of(c).alive(c.slot));  // kept alive for the next request
             continue;
         }
         RC_ASSERT(c.in_hold);
         RC_ASSERT(c.received == c.expected);
-        RC_ASSERT(s.server->holding(c.slot));
+        RC_ASSERT(s.server_of(c).holding(c.slot));
     }
     for (auto& c : s.clients)
         if (!c.connected) {
             // Its job ended; the departed slot is gone and unsubscribed.
-            for (int i = 0; i < 2000 && s.server->alive(c.slot); ++i) {
-                s.loop.run_once();
+            for (int i = 0; i < 2000 && s.server_of(c).alive(c.slot); ++i) {
+                s.units[c.loop]->loop.run_once();
                 std::this_thread::sleep_for(50us);
             }
-            RC_ASSERT(!s.server->alive(c.slot));
-            RC_ASSERT(!s.server->subscribed(c.slot));
+            RC_ASSERT(!s.server_of(c).alive(c.slot));
+            RC_ASSERT(!s.server_of(c).subscribed(c.slot));
         }
 }
 
@@ -528,10 +602,14 @@ void finish(Sut& s) {
 
 int main() {
     bool ok = rc::check(
-        "holds: head first, no event lost or early, ids increase past the cursor, slots released",
+        "holds on 1 to 3 loops: head first, no event lost or early, ids increase past the "
+        "cursor, slots released",
         [] {
+            const size_t loops = *rc::gen::inRange<size_t>(1, kMaxLoops + 1).as("loops");
+            RC_TAG(loops);
             Model model;
-            Sut sut;
+            model.loops = loops;
+            Sut sut(loops);
             rc::state::check(
                 model, sut,
                 rc::state::gen::execOneOfWithArgs<Connect, Connect, Request, Request, Advance,

@@ -1,5 +1,6 @@
-// The test rig shared by test_server, test_hold_loop and the hold-order
-// property: a real Server on a real Loop with its two queues, clients on
+// The test rig shared by test_server, test_hold_loop and other server tests
+// (the hold-order property builds its own, with several loops): a real
+// Server on a real Loop with its two queues, clients on
 // socketpairs whose other end the server adopts, and the loop stepped by the
 // test (never a bare sleep). No assertions here: helpers answer, the test
 // (Catch2 or RapidCheck) asserts.
