@@ -226,5 +226,6 @@ TEST_CASE("options: --hold-coalesce takes 0 to 0.1 seconds, 0.001 by default", "
     CHECK(parse({"app", "--hold-coalesce", "0.005"}).server.hold_coalesce == 0.005);
     CHECK(error_of({"app", "--hold-coalesce", "0.2"}).find("--hold-coalesce") != std::string::npos);
     CHECK(error_of({"app", "--hold-coalesce", "-1"}).find("--hold-coalesce") != std::string::npos);
-    CHECK(error_of({"app", "--hold-coalesce", "soon"}).find("--hold-coalesce") != std::string::npos);
+    CHECK(error_of({"app", "--hold-coalesce", "soon"}).find("--hold-coalesce") !=
+          std::string::npos);
 }

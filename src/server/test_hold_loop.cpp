@@ -92,9 +92,10 @@ TEST_CASE("hold loop: ids at or below Last-Event-ID are muted, later ones delive
     CHECK(rig.metrics.events_muted.load() == 2);
 }
 
-TEST_CASE("hold loop: --hold-coalesce: events right after a flush wait for the window and leave "
-          "together; after a quiet spell, or with 0, at the turn's end",
-          "[hold][loop][coalesce]") {
+TEST_CASE(
+    "hold loop: --hold-coalesce: events right after a flush wait for the window and leave "
+    "together; after a quiet spell, or with 0, at the turn's end",
+    "[hold][loop][coalesce]") {
     auto arrived_within = [](Rig& rig, const std::string& want, std::chrono::milliseconds t) {
         return rig.step_until(
             [&] {
