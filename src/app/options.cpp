@@ -64,6 +64,9 @@ const char* const kUsage =
   --hold-buffer-limit BYTES   a hold's unsent output limit (default 1048576)
   --hold-drain-timeout SECONDS
                               a hold over that limit this long is closed (default 5)
+  --hold-coalesce SECONDS     a hold flush this soon after the last one waits
+                              for the rest of it, so events close together
+                              leave in one send (default 0.001; 0: never)
   --output-high-water BYTES   unsent output past which a connection gets no more:
                               streams wait, pipelined requests wait (default 262144)
   --max-event-size BYTES      larger events are refused at publish (default
@@ -166,6 +169,7 @@ void parse_hostport(const std::string& flag, const std::string& v, std::string& 
 static Options parse_args(const std::vector<std::string>& args,
                           const std::vector<std::string>& known_mojo) {
     Options o;
+    o.server.hold_coalesce = 0.001;           // the binary's default (ServerConfig's: off)
     std::optional<std::string> positional;    // APP
     std::string forwarded = "127.0.0.1,::1";  // gunicorn's default
     std::vector<std::string> cors_origins;    // --cors-origin
@@ -282,6 +286,13 @@ static Options parse_args(const std::vector<std::string>& args,
             o.server.hold_buffer_limit = parse_number<size_t>(a, value(), 1024, size_t(1) << 32);
         } else if (a == "--hold-drain-timeout") {
             o.server.hold_drain_timeout = parse_seconds(a, value());
+        } else if (a == "--hold-coalesce") {
+            std::string text = value();
+            char* end = nullptr;
+            double d = std::strtod(text.c_str(), &end);
+            if (text.empty() || *end != '\0' || !(d >= 0) || d > 0.1)
+                fail(a + " wants seconds from 0 to 0.1, got '" + text + "'");
+            o.server.hold_coalesce = d;
         } else if (a == "--output-high-water") {
             o.server.stream_high_water = parse_number<size_t>(a, value(), 4096, size_t(1) << 32);
         } else if (a == "--max-event-size") {
@@ -408,6 +419,7 @@ const std::vector<Flag>& flags() {
         {"heartbeat", Flag::value},
         {"hold-buffer-limit", Flag::value},
         {"hold-drain-timeout", Flag::value},
+        {"hold-coalesce", Flag::value},
         {"output-high-water", Flag::value},
         {"max-event-size", Flag::value},
         {"max-holds", Flag::value},

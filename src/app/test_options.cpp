@@ -219,3 +219,13 @@ TEST_CASE("options: --loops takes 1 to 256, defaults to the cores (0 here), and 
     CHECK(parse({"app", "--realtime", "--bus", "redis://127.0.0.1:6379/0", "--loops", "1"}).loops ==
           1);
 }
+
+TEST_CASE("options: --hold-coalesce takes 0 to 0.1 seconds, 0.001 by default", "[app][options]") {
+    CHECK(parse({"app"}).server.hold_coalesce == 0.001);
+    CHECK(parse({"app", "--hold-coalesce", "0"}).server.hold_coalesce == 0);
+    CHECK(parse({"app", "--hold-coalesce", "0.005"}).server.hold_coalesce == 0.005);
+    CHECK(error_of({"app", "--hold-coalesce", "0.2"}).find("--hold-coalesce") != std::string::npos);
+    CHECK(error_of({"app", "--hold-coalesce", "-1"}).find("--hold-coalesce") != std::string::npos);
+    CHECK(error_of({"app", "--hold-coalesce", "soon"}).find("--hold-coalesce") !=
+          std::string::npos);
+}

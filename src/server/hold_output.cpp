@@ -10,6 +10,13 @@
 // turn (a drained bus queue holds many) leaves in one sendmsg, straight from
 // the shared bytes: no copy into the output buffer, and no write event
 // enabled and disabled on the socket (two epoll_ctl calls) per delivery.
+// Coalescing (--hold-coalesce): a publisher that sends events one after the
+// other (each publish a round trip) never has two in one turn, so each would
+// cost every subscriber a sendmsg: the kernel's send is most of a delivery's
+// cost. So a flush wanted within the window after the last one ended waits
+// for the window's end, and what is staged meanwhile leaves in one sendmsg.
+// An event after a quiet spell is flushed at its turn's end as before: the
+// delay is at most the window, and only under a stream of events.
 //
 // Order: staged bytes go after whatever is already in the output (a hold's
 // head, an earlier event the socket did not take); when the output is not
@@ -90,12 +97,25 @@ size_t Server::write_shared(SlotRef slot, const SharedBytes& bytes) {
     if (!c) return 0;
     if (c->access) access_bytes(*c, bytes->size());
     if (c->staged.empty()) {
-        if (flush_list_.empty()) event_active(flush_ev_, EV_WRITE, 0);
+        if (flush_list_.empty()) schedule_flush();
         flush_list_.push_back(slot);
     }
     c->staged.push_back(bytes);
     c->staged_bytes += bytes->size();
     return evbuffer_get_length(bufferevent_get_output(c->bev)) + c->staged_bytes;
+}
+
+void Server::schedule_flush() {
+    // Right after a flush (a burst: events arriving one after the other), the
+    // rest of --hold-coalesce passes first, and what is staged meanwhile
+    // leaves together. Otherwise at the end of this turn.
+    const double wait = last_flush_ + cfg_.hold_coalesce - monotonic_seconds();
+    if (cfg_.hold_coalesce > 0 && wait > 0) {
+        timeval tv = to_timeval(wait);
+        event_add(flush_ev_, &tv);
+        return;
+    }
+    event_active(flush_ev_, EV_WRITE, 0);
 }
 
 void Server::on_flush(evutil_socket_t, short, void* arg) {
@@ -112,6 +132,7 @@ void Server::flush_staged() {
         if (Conn* c = find(s)) flush_staged(*c);
     list.clear();
     if (flush_list_.empty()) flush_list_.swap(list);  // keep the capacity
+    if (cfg_.hold_coalesce > 0) last_flush_ = monotonic_seconds();
 }
 
 void Server::flush_staged(Conn& c) {

@@ -82,6 +82,11 @@ struct ServerConfig {
     // A hold whose unsent output stays over hold_buffer_limit this long (or
     // passes twice the limit) is a slow reader and is closed.
     double hold_drain_timeout = 5;
+    // Holds' writes staged within this many seconds of the last flush's end
+    // wait for the rest of it, so events published close together leave in
+    // one sendmsg a connection (--hold-coalesce; the binary's default is
+    // 0.001). 0: every loop turn flushes at its end.
+    double hold_coalesce = 0;
     std::string admin_key;    // bearer key for admin POST /publish; empty: refused
     bool admin_open = false;  // --admin-open: admin POSTs need no key (loopback only)
     // Peers whose X-Forwarded-For / -Proto are believed (--forwarded-allow-ips);
@@ -244,6 +249,7 @@ class Server final : private HoldSink {
     // the connection, then sent at the turn's end, one sendmsg a connection;
     // what the socket does not take goes to the output by reference.
     static void on_flush(evutil_socket_t, short, void*);
+    void schedule_flush();
     void flush_staged();
     void flush_staged(Conn& c);
     // The access log (server_access.cpp): an entry begun at dispatch (or at an
@@ -298,6 +304,7 @@ class Server final : private HoldSink {
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
     std::unique_ptr<Timer> keepalive_timer_;  // loop thread: HoldTable::keepalive each second
     event* flush_ev_ = nullptr;               // loop thread: runs flush_staged() at the turn's end
+    double last_flush_ = -1e9;                // loop thread: when the last flush ended (monotonic)
     std::vector<SlotRef> flush_list_;         // loop thread: connections with staged bytes
     bool shutting_down_ = false;
     bool exited_ = false;  // check_drained() ended the loop

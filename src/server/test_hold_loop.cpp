@@ -92,6 +92,45 @@ TEST_CASE("hold loop: ids at or below Last-Event-ID are muted, later ones delive
     CHECK(rig.metrics.events_muted.load() == 2);
 }
 
+TEST_CASE(
+    "hold loop: --hold-coalesce: events right after a flush wait for the window and leave "
+    "together; after a quiet spell, or with 0, at the turn's end",
+    "[hold][loop][coalesce]") {
+    auto arrived_within = [](Rig& rig, const std::string& want, std::chrono::milliseconds t) {
+        return rig.step_until(
+            [&] {
+                rig.conn->pump();
+                return rig.conn->in.find(want) != std::string::npos;
+            },
+            t);
+    };
+    SECTION("a window of 0.5 s") {
+        server::ServerConfig cfg;
+        cfg.hold_coalesce = 0.5;
+        Rig rig(cfg);
+        rig.hold("channel=c");
+        REQUIRE(rig.bus.publish("c", "one").ok());
+        // Nothing was flushed before: the first event goes at its turn's end.
+        CHECK(arrived_within(rig, "id: 1\n", std::chrono::milliseconds(400)));
+        REQUIRE(rig.bus.publish("c", "two").ok());
+        REQUIRE(rig.bus.publish("c", "three").ok());
+        // Within the window after that flush: held back.
+        CHECK_FALSE(arrived_within(rig, "id: 2\n", std::chrono::milliseconds(50)));
+        REQUIRE(rig.bus.publish("c", "four").ok());
+        CHECK(arrived_within(rig, "id: 2\n", std::chrono::milliseconds(3000)));
+        // ...and then every event staged in the window is there at once: one sendmsg.
+        CHECK(rig.conn->in.find("id: 4\ndata: four\n\n") != std::string::npos);
+    }
+    SECTION("0: every turn flushes") {
+        Rig rig;
+        rig.hold("channel=c");
+        REQUIRE(rig.bus.publish("c", "one").ok());
+        CHECK(arrived_within(rig, "id: 1\n", std::chrono::milliseconds(400)));
+        REQUIRE(rig.bus.publish("c", "two").ok());
+        CHECK(arrived_within(rig, "id: 2\n", std::chrono::milliseconds(400)));
+    }
+}
+
 TEST_CASE("hold loop: the head goes out before any event, even when events were queued first",
           "[hold][loop]") {
     Rig rig;
