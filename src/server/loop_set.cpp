@@ -14,6 +14,7 @@ LoopSet::~LoopSet() {
 }
 
 bool LoopSet::join(std::string& err) {
+    for (size_t i = 0; i < units_.size(); ++i) units_[i]->server->tag_slots(uint32_t(i));
     for (size_t i = 1; i < units_.size(); ++i)
         if (!units_[i]->server->join(*units_[0]->server, err)) return false;
     if (units_.size() > 1)

@@ -61,9 +61,10 @@ class LoopSet {
     size_t size() const { return units_.size(); }
     LoopUnit& operator[](size_t i) { return *units_[i]; }
 
-    // Once every unit has its server and unit 0 its listeners: the other
-    // servers join unit 0's (Server::join), and unit 0's admin close reaches
-    // every loop. False with `err` set.
+    // Once every unit has its server and unit 0 its listeners, before any
+    // connection: each server's slots are tagged with its loop
+    // (Server::tag_slots), the other servers join unit 0's (Server::join),
+    // and unit 0's admin close reaches every loop. False with `err` set.
     bool join(std::string& err);
     // Loop 0's thread: `fn` runs on every loop's thread with its server, at
     // once on this one and through the others' inboxes.

@@ -77,7 +77,7 @@ SlotRef Server::alloc_slot() {
         free_slots_.pop_back();
     } else {
         index = static_cast<uint32_t>(slots_.size());
-        slots_.emplace_back();
+        slots_.emplace_back().gen = first_gen_;
     }
     return SlotRef{index, slots_[index].gen};
 }

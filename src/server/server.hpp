@@ -137,6 +137,11 @@ class Server final : private HoldSink {
     // of its socket: whichever loop is free accepts). One --max-connections
     // count for both. False with `err` set.
     bool join(Server& first, std::string& err);
+    // --loops: this server's slot generations start at `loop` << 24, so a
+    // frame or completion that reached another loop than its own names no
+    // slot there and is dropped, never delivered to that loop's connection
+    // of the same index. Before the first connection.
+    void tag_slots(uint32_t loop) { first_gen_ = (loop << 24) | 1; }
     // Admin POST /close (and Pushpin's close action) on every loop: `close`
     // gets the channel, and the number closed everywhere once every loop has
     // answered (on this loop's thread). Default: this loop's holds.
@@ -287,6 +292,7 @@ class Server final : private HoldSink {
         std::unique_ptr<Conn> conn;
     };
     std::vector<SlotEntry> slots_;
+    uint32_t first_gen_ = 1;  // a new index's first generation (tag_slots)
     std::vector<uint32_t> free_slots_;
     size_t open_ = 0;  // connections, admin ones too
     // Client connections (--max-connections): this server's count, or, for a

@@ -229,3 +229,31 @@ TEST_CASE("loop set: --max-connections is one count across the loops", "[server]
     clients.clear();
     runner.join();
 }
+
+TEST_CASE(
+    "loop set: each loop's slots carry its tag, so a completion that reached the wrong loop "
+    "names no connection there",
+    "[server][loops]") {
+    Loops loops;
+    int a[2], b[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a) == 0);
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, b) == 0);
+    SlotRef first = loops.set[0].server->adopt(a[0], "127.0.0.1", 1);
+    SlotRef second = loops.set[1].server->adopt(b[0], "127.0.0.1", 2);
+    CHECK(first.index == second.index);  // each loop numbers its own
+    CHECK_FALSE(first.gen == second.gen);
+    CHECK_FALSE(loops.set[1].server->alive(first));
+    CHECK(loops.set[1].server->alive(second));
+    // Loop 0's answer pushed onto loop 1's ring: dropped, loop 1's client hears nothing.
+    Completion c;
+    c.slot = first;
+    c.response.body = "not yours\n";
+    loops.set[1].ring.push(std::move(c));
+    loops.set[1].server->on_completions_ready();
+    CHECK(loops.metrics.completions_dropped.load() == 1);
+    SocketClient peer(b[1]);
+    loops.set[1].loop.run_once();
+    peer.pump();
+    CHECK(peer.in.empty());
+    ::close(a[1]);
+}
