@@ -28,7 +28,9 @@ struct Server::Conn {
     event* timer = nullptr;
     bool admin = false;
     Phase phase = Phase::reading;
-    http::RequestParser parser;
+    // Reading phase only: a hold parses nothing more (its answer closes the
+    // connection), so the parser, most of a Conn's size, goes when it starts.
+    std::unique_ptr<http::RequestParser> parser;
     bool in_process = false;  // inside process_input (no re-entry)
     bool keep_alive = true;
     bool head_request = false;
@@ -50,7 +52,8 @@ struct Server::Conn {
     std::vector<SharedBytes> staged;  // loop thread
     size_t staged_bytes = 0;          // loop thread: their total size
 
-    explicit Conn(http::ParserLimits limits) : parser(limits) {}
+    explicit Conn(http::ParserLimits limits)
+        : parser(std::make_unique<http::RequestParser>(limits)) {}
 };
 
 }  // namespace m0::server

@@ -131,6 +131,11 @@ bool Server::holding(SlotRef s) const {
     return c && c->phase == Phase::holding;
 }
 
+bool Server::parsing(SlotRef s) const {
+    const Conn* c = find(s);
+    return c && c->parser != nullptr;
+}
+
 void Server::arm_timer(Conn& c, double seconds) {
     event_del(c.timer);
     timeval tv = to_timeval(seconds);
@@ -171,7 +176,7 @@ void Server::process_input(Conn& c) {
     evbuffer* in = bufferevent_get_input(c.bev);
     SlotRef me = c.slot;
     while (c.phase == Phase::reading && evbuffer_get_length(in) > 0) {
-        if (!c.parser.in_message() && output_full(c)) {
+        if (!c.parser->in_message() && output_full(c)) {
             // Read backpressure: a client that pipelines and does not read its
             // answers gets no more of them parsed until its output drains (on_write);
             // memory per connection stays bounded whatever it sends.
@@ -182,10 +187,10 @@ void Server::process_input(Conn& c) {
         }
         evbuffer_iovec vec;
         if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1) break;
-        bool was_in_message = c.parser.in_message();
-        auto res = c.parser.feed(static_cast<const char*>(vec.iov_base), vec.iov_len);
+        bool was_in_message = c.parser->in_message();
+        auto res = c.parser->feed(static_cast<const char*>(vec.iov_base), vec.iov_len);
         evbuffer_drain(in, res.consumed);
-        if (!was_in_message && c.parser.in_message()) arm_timer(c, cfg_.header_timeout);
+        if (!was_in_message && c.parser->in_message()) arm_timer(c, cfg_.header_timeout);
         if (res.status == RequestParser::Status::error) {
             c.in_process = false;
             fail_request(c, res.error_status, res.error_reason);
@@ -199,7 +204,7 @@ void Server::process_input(Conn& c) {
         }
         if (res.status == RequestParser::Status::complete) {
             event_del(c.timer);
-            dispatch(c, c.parser.take());
+            dispatch(c, c.parser->take());
             if (!find(me)) return;  // closed while dispatching
             continue;
         }
@@ -365,7 +370,7 @@ void Server::on_write(bufferevent*, void* arg) {
         // whose own header timer is running).
         if (left == 0 && c.idle_on_drain) {
             c.idle_on_drain = false;
-            if (!c.read_paused && !c.parser.in_message()) s.arm_timer(c, s.cfg_.keepalive_timeout);
+            if (!c.read_paused && !c.parser->in_message()) s.arm_timer(c, s.cfg_.keepalive_timeout);
         }
         return;
     }
@@ -465,7 +470,7 @@ void Server::on_timeout(Conn& c) {
         return;
     }
     if (c.phase != Phase::reading) return;
-    if (c.parser.in_message() || evbuffer_get_length(bufferevent_get_input(c.bev)) > 0) {
+    if (c.parser->in_message() || evbuffer_get_length(bufferevent_get_input(c.bev)) > 0) {
         fail_request(c, 408, "request not received in time");
         return;
     }
@@ -569,6 +574,7 @@ void Server::finish_hold_head(Conn& c, Response& r) {
     evbuffer_add(out, r.body.data(), r.body.size());
     if (c.access) access_bytes(c, r.body.size());
     c.phase = Phase::holding;
+    c.parser.reset();
     // on_write reports when the backlog is back under the limit.
     bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
     metrics_.holds_total.fetch_add(1);
@@ -620,7 +626,7 @@ void Server::shutdown() {
         if (!c || c->admin) continue;
         if (c->phase == Phase::holding) {
             drop_hold(c->slot);
-        } else if (c->phase == Phase::reading && !c->parser.in_message() &&
+        } else if (c->phase == Phase::reading && !c->parser->in_message() &&
                    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
             close_conn(*c);
         } else {

@@ -173,6 +173,8 @@ class Server final : private HoldSink {
     // Introspection (loop thread; tests and metrics).
     bool alive(SlotRef s) const { return find(s) != nullptr; }
     bool holding(SlotRef s) const;
+    // Whether the connection keeps a request parser (a hold's does not).
+    bool parsing(SlotRef s) const;
     bool subscribed(SlotRef s) const { return holds_.subscriptions().subscribed(s); }
     size_t connections() const { return open_; }
     // Bytes queued for the connection and not yet written to its socket.

@@ -149,6 +149,8 @@ TEST_CASE("hold loop: the head goes out before any event, even when events were 
     REQUIRE(event != std::string::npos);
     CHECK(event > head_end);
     CHECK(rig.server->holding(rig.slot));
+    // A hold parses nothing more: its parser, most of a connection's memory, is gone.
+    CHECK_FALSE(rig.server->parsing(rig.slot));
 }
 
 TEST_CASE("hold loop: with --cors-origin the hold head names an allowed Origin, and no other",
