@@ -88,12 +88,14 @@ std::string absolute(const std::string& path) {
     return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
 }
 
-// File descriptors kept back from --max-connections: stdio, the event base,
-// the eventfds of the completion ring and the bus, the listeners, admin
-// connections, Python's imports and logs, and per pool thread a few for what
-// its handlers open (a database connection, files).
+// File descriptors kept back from --max-connections: stdio, the listeners,
+// admin connections, Python's imports and logs; per loop its event base,
+// the eventfds of its completion ring, bus lane and inbox, and its own TCP
+// listeners; and per pool thread a few for what its handlers open (a
+// database connection, files). `o.loops` is resolved.
 rlim_t fd_reserve(const Options& o) {
-    return 64 + 4 * static_cast<rlim_t>(o.blocking_threads + o.mojo_threads);
+    return 64 + 8 * static_cast<rlim_t>(o.loops) +
+           4 * static_cast<rlim_t>(o.blocking_threads + o.mojo_threads);
 }
 
 // Raises the soft RLIMIT_NOFILE to the hard limit (a refusal keeps the soft
@@ -340,6 +342,8 @@ std::string find_package_dir(std::string built_in) {
 int serve(Options o, int worker, const m0::mojo::Registry& registry,
           const std::string& package_dir) {
     signal(SIGPIPE, SIG_IGN);
+    // --loops by default: one per core (shared by the workers); one on Redis.
+    if (o.loops == 0) o.loops = o.redis ? 1 : default_loops(o.workers);
     size_connections(o, raise_fd_limit());
     // Key files are read before --chdir: relative paths mean the caller's directory.
     std::optional<m0::grant::SharedKeyRing> grant_keys;
@@ -374,9 +378,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
     if (getcwd(cwd, sizeof cwd)) o.chdir = cwd;
 
     // The loops (--loops): unit 0 runs on this thread, the others on their own.
-    const size_t nloops = static_cast<size_t>(o.loops > 0 ? o.loops
-                                              : o.redis   ? 1
-                                                          : default_loops(o.workers));
+    const size_t nloops = static_cast<size_t>(o.loops);
     o.server.reuse_port = o.server.reuse_port || nloops > 1;
     std::unique_ptr<m0::bus::BusChannel> hub;  // the in-process bus: one lane per loop
     m0::server::LoopSet loops(nloops);

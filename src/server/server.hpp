@@ -187,6 +187,9 @@ class Server final : private HoldSink {
     // server in the process; any thread reads it): 0 once they are written or
     // their connections closed.
     static size_t output_references();
+    // Tests only (loop thread): called after each slice of a flush of holds'
+    // output with the connections flushed so far in that flush.
+    std::function<void(size_t flushed)> on_flush_slice;
 
   private:
     struct Conn;
@@ -314,6 +317,7 @@ class Server final : private HoldSink {
     event* flush_ev_ = nullptr;               // loop thread: runs flush_staged() at the turn's end
     double last_flush_ = -1e9;                // loop thread: when the last flush ended (monotonic)
     std::vector<SlotRef> flush_list_;         // loop thread: connections with staged bytes
+    size_t flush_next_ = 0;                   // loop thread: flush_list_'s first not yet flushed
     bool shutting_down_ = false;
     bool exited_ = false;  // check_drained() ended the loop
     bool grace_expired_ = false;

@@ -644,3 +644,48 @@ TEST_CASE(
         }));
     }
 }
+
+TEST_CASE(
+    "hold loop: a fan-out is flushed 64 connections at a time, the loop polling its "
+    "sockets between the slices",
+    "[hold][loop][fanout]") {
+    Rig rig;
+    constexpr int kHolds = 150;
+    std::vector<std::unique_ptr<testing::SocketClient>> clients;
+    for (int i = 0; i < kHolds; ++i) {
+        auto c = rig.connect();
+        REQUIRE(c);
+        REQUIRE(c->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        REQUIRE(rig.ServerRig::read_until(*c, ": mojo hold"));
+        clients.push_back(std::move(c));
+    }
+    uint64_t id = rig.bus.publish("c", "fan").id;
+    const std::string want = "id: " + std::to_string(id) + "\ndata: fan\n\n";
+    auto heard = [&] {
+        int n = 0;
+        for (auto& c : clients) {
+            c->pump();
+            n += c->in.find(want) != std::string::npos;
+        }
+        return n;
+    };
+    // A request that arrives once the first slice is out is read, and
+    // dispatched, before the next slice.
+    std::vector<size_t> slices;
+    rig.server->on_flush_slice = [&](size_t flushed) {
+        slices.push_back(flushed);
+        if (flushed == 64) rig.send("GET /probe HTTP/1.1\r\nHost: h\r\n\r\n");
+    };
+    int heard_at_dispatch = -1;
+    rig.server->add_mount("/probe", [&](SlotRef, http::Request&&) {
+        heard_at_dispatch = heard();
+        return Admission::queued;
+    });
+    rig.server->on_bus_ready();  // staged on all 150
+    REQUIRE(rig.loop.run_until([&] { return heard() == kHolds && heard_at_dispatch >= 0; }));
+    CHECK(slices == std::vector<size_t>{64, 128, 150});
+    CHECK(heard_at_dispatch == 64);
+    rig.server->on_flush_slice = nullptr;
+}
