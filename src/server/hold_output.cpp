@@ -132,23 +132,30 @@ void Server::on_flush(evutil_socket_t, short, void* arg) {
 
 void Server::flush_staged() {
     // A slot could be listed twice if a staged list were emptied without the
-    // flush (close_after_write): find() and the empty check skip it. What is
-    // staged meanwhile on a listed connection goes with it; a connection
-    // staged anew is appended, behind the rest.
-    const size_t end = std::min(flush_list_.size(), flush_next_ + kFlushSlice);
+    // flush (close_after_write): find() and the empty check skip it. This
+    // flush sends what was listed when it began; what is staged meanwhile on
+    // a connection not yet sent goes with it, and a connection listed anew
+    // waits for the next flush (and the coalescing window), behind the rest.
+    if (flush_next_ == 0) flush_end_ = flush_list_.size();
+    const size_t end = std::min(flush_end_, flush_next_ + kFlushSlice);
     for (; flush_next_ < end; ++flush_next_)
         if (Conn* c = find(flush_list_[flush_next_])) flush_staged(*c);
     if (on_flush_slice) on_flush_slice(flush_next_);
-    if (flush_next_ < flush_list_.size()) {
+    if (flush_next_ < flush_end_) {
         // The rest after the loop has polled its sockets: a timer due at
         // once runs after the poll, where an active event would run before it.
         timeval now{0, 0};
         event_add(flush_ev_, &now);
         return;
     }
-    flush_list_.clear();  // keeps the capacity
-    flush_next_ = 0;
+    flush_list_.erase(flush_list_.begin(), flush_list_.begin() + static_cast<long>(flush_end_));
+    flush_next_ = flush_end_ = 0;
     if (cfg_.hold_coalesce > 0) last_flush_ = monotonic_seconds();
+    if (!flush_list_.empty()) {
+        // Listed during this flush: after the window, or (none) after the poll.
+        timeval wait = to_timeval(cfg_.hold_coalesce);
+        event_add(flush_ev_, &wait);
+    }
 }
 
 void Server::flush_staged(Conn& c) {

@@ -318,6 +318,7 @@ class Server final : private HoldSink {
     double last_flush_ = -1e9;                // loop thread: when the last flush ended (monotonic)
     std::vector<SlotRef> flush_list_;         // loop thread: connections with staged bytes
     size_t flush_next_ = 0;                   // loop thread: flush_list_'s first not yet flushed
+    size_t flush_end_ = 0;                    // loop thread: the end of what this flush sends
     bool shutting_down_ = false;
     bool exited_ = false;  // check_drained() ended the loop
     bool grace_expired_ = false;
