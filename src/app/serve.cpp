@@ -532,7 +532,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
         event_free(sigint);
         event_free(sighup);
         watchdog.reset();
-        for (size_t u = 0; u < nloops; ++u) loops[u].server.reset();
+        loops.close_servers();
     }
 
     // The loop is done; what still runs on a pool thread may finish within

@@ -8,9 +8,8 @@ LoopSet::LoopSet(size_t loops) {
 }
 
 LoopSet::~LoopSet() {
-    turn_timers_.clear();
-    // Servers first: they unwatch their loops, rings and lanes.
-    for (auto& u : units_) u->server.reset();
+    turn_timers_.clear();  // before the servers: they unwatch their loops, rings and lanes
+    close_servers();
 }
 
 bool LoopSet::join(std::string& err) {
@@ -55,6 +54,11 @@ void LoopSet::close_channel(const std::string& channel, AdminApi::Closed done) {
         if (!posted) add(0);
     }
     add(units_[0]->server->close_channel(channel));
+}
+
+void LoopSet::close_servers() {
+    // The joined servers first: they count their connections on the first's.
+    for (size_t i = units_.size(); i-- > 0;) units_[i]->server.reset();
 }
 
 void LoopSet::watch_turns(double every) {

@@ -72,6 +72,9 @@ class LoopSet {
     // Loop 0's thread: every loop closes its holds on `channel`; `done` gets
     // how many were closed in all, on loop 0, once every loop has answered.
     void close_channel(const std::string& channel, AdminApi::Closed done);
+    // After run(): every server closes its connections and goes, the joined
+    // ones before loop 0's (they count on its atomics). Also on destruction.
+    void close_servers();
     // Each loop notes when its timer runs, every `every` seconds (the watchdog).
     void watch_turns(double every);
     // Whether every loop noted a turn within `within` seconds.

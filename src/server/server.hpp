@@ -135,7 +135,8 @@ class Server final : private HoldSink {
     // its port (both with SO_REUSEPORT, cfg.reuse_port: the kernel spreads
     // connections over the loops), a unix or systemd one shared (a duplicate
     // of its socket: whichever loop is free accepts). One --max-connections
-    // count for both. False with `err` set.
+    // count for both (`first` keeps it: it must outlive this server). False
+    // with `err` set.
     bool join(Server& first, std::string& err);
     // --loops: this server's slot generations start at `loop` << 24, so a
     // frame or completion that reached another loop than its own names no
