@@ -56,6 +56,20 @@ struct Rig : testing::ServerRig {
     }
     using ServerRig::read_until;
     void send(const std::string& s) { REQUIRE(conn->send(s)); }
+    // `n` more clients, each held on channel c (their heads read).
+    std::vector<std::unique_ptr<testing::SocketClient>> open_holds(int n) {
+        std::vector<std::unique_ptr<testing::SocketClient>> out;
+        for (int i = 0; i < n; ++i) {
+            auto c = connect();
+            REQUIRE(c);
+            REQUIRE(c->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
+            REQUIRE(loop.run_until([&] { return pool->pool().queued() == 1; }));
+            REQUIRE(pool->pool().run_next());
+            REQUIRE(ServerRig::read_until(*c, ": mojo hold"));
+            out.push_back(std::move(c));
+        }
+        return out;
+    }
     // Steps the loop and reads what the client got, until `want` appears.
     std::string read_until(const std::string& want, std::string& got) {
         ServerRig::read_until(*conn, want);
@@ -597,16 +611,7 @@ TEST_CASE(
     "[hold][loop][fanout]") {
     Rig rig;
     // Three holds besides the rig's own connection.
-    std::vector<std::unique_ptr<testing::SocketClient>> clients;
-    for (int i = 0; i < 3; ++i) {
-        auto c = rig.connect();
-        REQUIRE(c);
-        REQUIRE(c->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
-        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
-        REQUIRE(rig.pool->pool().run_next());
-        REQUIRE(rig.ServerRig::read_until(*c, ": mojo hold"));
-        clients.push_back(std::move(c));
-    }
+    auto clients = rig.open_holds(3);
     // The clients stop reading: events fill their sockets, then wait in the
     // outputs, which keep references to the shared bytes (no copies).
     const std::string payload(16 * 1024, 'x');
@@ -651,16 +656,7 @@ TEST_CASE(
     "[hold][loop][fanout]") {
     Rig rig;
     constexpr int kHolds = 150;
-    std::vector<std::unique_ptr<testing::SocketClient>> clients;
-    for (int i = 0; i < kHolds; ++i) {
-        auto c = rig.connect();
-        REQUIRE(c);
-        REQUIRE(c->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
-        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
-        REQUIRE(rig.pool->pool().run_next());
-        REQUIRE(rig.ServerRig::read_until(*c, ": mojo hold"));
-        clients.push_back(std::move(c));
-    }
+    auto clients = rig.open_holds(kHolds);
     uint64_t id = rig.bus.publish("c", "fan").id;
     const std::string want = "id: " + std::to_string(id) + "\ndata: fan\n\n";
     auto heard = [&] {
@@ -698,16 +694,7 @@ TEST_CASE(
     cfg.hold_coalesce = 0.5;
     Rig rig(cfg);
     constexpr int kHolds = 150;
-    std::vector<std::unique_ptr<testing::SocketClient>> clients;
-    for (int i = 0; i < kHolds; ++i) {
-        auto c = rig.connect();
-        REQUIRE(c);
-        REQUIRE(c->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
-        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
-        REQUIRE(rig.pool->pool().run_next());
-        REQUIRE(rig.ServerRig::read_until(*c, ": mojo hold"));
-        clients.push_back(std::move(c));
-    }
+    auto clients = rig.open_holds(kHolds);
     uint64_t one = rig.bus.publish("c", "one").id;
     uint64_t two = 0;
     rig.server->on_flush_slice = [&](size_t flushed) {
