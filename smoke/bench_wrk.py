@@ -7,6 +7,7 @@ wrk's output; the server's CPU (every process under its PID, every thread)
 from /proc before and after.
 
     m0serve   fixtures/djangoproj on m0serve, --blocking-threads 4
+    m0serve-1loop  the same with --loops 1
     gunicorn  the same project, gunicorn --worker-class gthread --threads 4
               --workers 1
     uwsgi     the same project, uwsgi --plugin python3 --threads 4
@@ -31,8 +32,8 @@ from bench_util import ROOT, cpu_seconds, free_port, start, stop, wait_port, wit
 DJANGO = os.path.join(ROOT, "fixtures", "djangoproj")
 
 # (path, servers): the rows of the table, in order.
-PLAN = [("/", ["m0serve", "gunicorn", "uwsgi"]),
-        ("/hello", ["m0serve", "gunicorn", "uwsgi"]),
+PLAN = [("/", ["m0serve", "m0serve-1loop", "gunicorn", "uwsgi"]),
+        ("/hello", ["m0serve", "m0serve-1loop", "gunicorn", "uwsgi"]),
         ("/native/hello", ["m0-mojo", "nginx"])]
 
 NGINX_HELLO = """
@@ -58,9 +59,10 @@ http {
 def command(kind, binary, port, tmp):
     """The command line of one server on port, and the signal that stops it."""
     listen = "127.0.0.1:%d" % port
-    if kind == "m0serve":
+    if kind in ("m0serve", "m0serve-1loop"):
         return [binary, "--listen", listen, "--chdir", DJANGO, "--mount", "/=djangoproj.wsgi:application",
-                "--blocking-threads", "4", "--log-level", "warn"], signal.SIGTERM
+                "--blocking-threads", "4", "--log-level", "warn"] + (
+                    ["--loops", "1"] if kind == "m0serve-1loop" else []), signal.SIGTERM
     if kind == "m0-mojo":
         return [binary, "--listen", listen, "--mount", "/native=mojo", "--log-level", "warn"], signal.SIGTERM
     if kind == "gunicorn":

@@ -230,6 +230,29 @@ PyObject* load_app(const std::string& spec, std::string& err) {
 
 void release_main_gil() { g_main_state = PyEval_SaveThread(); }
 
+namespace {
+// Pool thread: its own, set by attach_thread and cleared by detach_thread.
+thread_local PyThreadState* t_state = nullptr;
+thread_local PyGILState_STATE t_gil;
+}  // namespace
+
+void attach_thread() {
+    if (!Py_IsInitialized() || t_state) return;
+    // The GIL-state counter stays at one until detach_thread, so the
+    // per-request PyGILState_Ensure / Release pairs reuse this thread state
+    // instead of making and deleting one per request (which would also drop
+    // the thread's threading.local data each time).
+    t_gil = PyGILState_Ensure();
+    t_state = PyEval_SaveThread();
+}
+
+void detach_thread() {
+    if (!t_state) return;
+    PyEval_RestoreThread(t_state);
+    t_state = nullptr;
+    PyGILState_Release(t_gil);
+}
+
 void stop() {
     if (g_main_state) PyEval_RestoreThread(g_main_state);
     g_main_state = nullptr;

@@ -5,8 +5,12 @@
 // CPython without its signal handlers (the loop owns SIGTERM/SIGINT), puts the
 // project's `m0` package and the --pythonpath/--chdir folders on sys.path,
 // registers the built-in module `_m0` (publish, realtime), imports the apps,
-// and releases the GIL. Pool threads take the GIL per request
-// (PyGILState_Ensure) and release it before they hand the result back.
+// and releases the GIL. Each pool thread makes one Python thread state when it
+// starts (attach_thread) and keeps it until it ends, so what the app keeps per
+// thread (threading.local: Django's database connections, caches) lasts from
+// one request to the next; per request the thread takes the GIL
+// (PyGILState_Ensure, which finds that state) and releases it before it hands
+// the result back.
 // stop() retakes the GIL on the main thread and finalizes.
 #pragma once
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +38,11 @@ bool start(const PythonOptions& opts, bus::Bus* bus, std::string& err);
 PyObject* load_app(const std::string& spec, std::string& err);
 // Releases the GIL held since start(); pool threads may run from now on.
 void release_main_gil();
+// A pool thread's first and last act (WsgiPool's thread_init / thread_exit):
+// make this thread's Python thread state, kept until detach_thread, and leave
+// the GIL released. No-ops without an interpreter.
+void attach_thread();
+void detach_thread();
 // Retakes the GIL and finalizes. Call after the pools are joined.
 void stop();
 

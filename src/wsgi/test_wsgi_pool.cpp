@@ -3,6 +3,8 @@
 // before the app runs), PEP 3333 details (environ, start_response, write(),
 // close() always called, streamed bodies), and failures (500, raised).
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
 
 #include "bus/channel.hpp"
 #include "wsgi/interpreter.hpp"
@@ -116,6 +118,16 @@ def broken_stream_app(environ, start_response):
         yield b'first part'
         raise ValueError('midway')
     return body()
+
+import threading
+per_thread = threading.local()
+
+def local_app(environ, start_response):
+    # Counts this thread's requests in a threading.local, as Django keeps its
+    # database connections.
+    per_thread.n = getattr(per_thread, 'n', 0) + 1
+    start_response('200 OK', [('Content-Length', str(len(str(per_thread.n))))])
+    return [str(per_thread.n).encode()]
 
 def header_split_app(environ, start_response):
     start_response('200 OK', [('X-Split', 'a\r\nSet-Cookie: evil=1')])
@@ -385,6 +397,33 @@ TEST_CASE("wsgi pool: a request whose client left before a thread took it is not
     CHECK(out.front().slot == SlotRef{2, 1});
     CHECK(out.front().response.body == "hello");
     CHECK(wp.pool().skipped.load() == 1);
+}
+
+TEST_CASE(
+    "wsgi pool: a pool thread keeps its Python thread state, so threading.local data lasts "
+    "from one request to the next",
+    "[wsgi][pool]") {
+    Rig rig;
+    PyObject* a = app("local_app");
+    std::deque<Completion> out;
+    {
+        wsgi::WsgiPool wp(1, rig.h);  // one real thread runs the three in turn
+        for (uint32_t i = 1; i <= 3; ++i) {
+            http::Request r;
+            r.method = "GET";
+            r.path_info = "/";
+            REQUIRE(wp.submit(a, {i, 1}, std::move(r)) == Admission::queued);
+        }
+        for (int i = 0; i < 1000 && wp.pool().completed.load() < 3; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        REQUIRE(wp.pool().completed.load() == 3);
+    }
+    rig.ring.drain(out);
+    REQUIRE(out.size() == 3);
+    for (uint32_t i = 1; i <= 3; ++i) {
+        CHECK(out[i - 1].slot == SlotRef{i, 1});
+        CHECK(out[i - 1].response.body == std::to_string(i));
+    }
 }
 
 TEST_CASE("wsgi pool: an app that breaks PEP 3333 gets a 500, never a malformed answer",

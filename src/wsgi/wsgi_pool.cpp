@@ -281,7 +281,8 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
 }  // namespace
 
 WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
-    : handoff_(std::move(handoff)), pool_("wsgi", threads, max_queued) {}
+    : handoff_(std::move(handoff)),
+      pool_("wsgi", threads, max_queued, attach_thread, detach_thread) {}
 
 Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req,
                            const hold::Handoff* via) {
