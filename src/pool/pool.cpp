@@ -4,12 +4,8 @@
 
 namespace m0 {
 
-Pool::Pool(std::string name, size_t threads, size_t max_queued, std::function<void()> thread_init,
-           std::function<void()> thread_exit)
-    : name_(std::move(name)),
-      max_queued_(max_queued),
-      thread_init_(std::move(thread_init)),
-      thread_exit_(std::move(thread_exit)) {
+Pool::Pool(std::string name, size_t threads, size_t max_queued, Hooks hooks)
+    : name_(std::move(name)), max_queued_(max_queued), hooks_(std::move(hooks)) {
     threads_.reserve(threads);
     for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
@@ -75,23 +71,25 @@ bool Pool::run_next() {
 }
 
 void Pool::worker(size_t index) {
-    if (thread_init_) thread_init_();
+    if (hooks_.init) hooks_.init();
     for (;;) {
-        Job job;
         {
             std::unique_lock lock(mu_);
             cv_.wait(lock, [&] {
                 return (!paused_ && !queue_.empty()) || (stopping_ && queue_.empty());
             });
-            job = take_locked();
-            if (!job) {
-                if (stopping_) break;  // nothing left
-                continue;              // only abandoned jobs were queued
-            }
+            if (queue_.empty()) break;  // stopping, nothing left
         }
-        run(job, index);
+        if (hooks_.enter) hooks_.enter();
+        Job job;
+        {
+            std::lock_guard lock(mu_);
+            if (!paused_) job = take_locked();  // empty: another thread took it first
+        }
+        if (job) run(job, index);
+        if (hooks_.leave) hooks_.leave();
     }
-    if (thread_exit_) thread_exit_();
+    if (hooks_.exit) hooks_.exit();
 }
 
 void Pool::stop() {

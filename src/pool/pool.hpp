@@ -40,8 +40,18 @@ class Pool {
     using Job = std::function<void(size_t thread_index)>;
     static constexpr size_t kUnbounded = SIZE_MAX;
 
-    Pool(std::string name, size_t threads, size_t max_queued = kUnbounded,
-         std::function<void()> thread_init = {}, std::function<void()> thread_exit = {});
+    // What a pool thread does around its work (each may be empty):
+    //   init / exit: first and last, on the thread;
+    //   enter: after a job is queued and before the thread takes it (it may
+    //     block: the WSGI pool takes the GIL here, so the job a thread takes is
+    //     the oldest at the moment Python can run it, and threads waiting for
+    //     the GIL hold no request);
+    //   leave: after the take, whether it found a job, and after the job
+    //     (idempotent: a job may have left already).
+    struct Hooks {
+        std::function<void()> init, exit, enter, leave;
+    };
+    Pool(std::string name, size_t threads, size_t max_queued = kUnbounded, Hooks hooks = {});
     ~Pool();
     Pool(const Pool&) = delete;
     Pool& operator=(const Pool&) = delete;
@@ -90,7 +100,7 @@ class Pool {
 
     std::string name_;
     const size_t max_queued_;
-    std::function<void()> thread_init_, thread_exit_;
+    const Hooks hooks_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<Queued> queue_;  // guarded by mu_

@@ -246,6 +246,14 @@ void attach_thread() {
     t_state = PyEval_SaveThread();
 }
 
+void take_gil() {
+    if (t_state) PyEval_RestoreThread(t_state);
+}
+
+void drop_gil() {
+    if (t_state && PyGILState_Check()) PyEval_SaveThread();
+}
+
 void detach_thread() {
     if (!t_state) return;
     PyEval_RestoreThread(t_state);

@@ -43,6 +43,10 @@ void release_main_gil();
 // the GIL released. No-ops without an interpreter.
 void attach_thread();
 void detach_thread();
+// Pool threads (WsgiPool's enter / leave hooks): take the GIL with this
+// thread's state; release it if this thread holds it (else nothing).
+void take_gil();
+void drop_gil();
 // Retakes the GIL and finalizes. Call after the pools are joined.
 void stop();
 

@@ -188,6 +188,23 @@ struct Rig {
     }
 };
 
+// Queues GET / for slots {1,1} .. {n,1}.
+void submit_gets(wsgi::WsgiPool& wp, PyObject* a, uint32_t n) {
+    for (uint32_t i = 1; i <= n; ++i) {
+        http::Request r;
+        r.method = "GET";
+        r.path_info = "/";
+        REQUIRE(wp.submit(a, {i, 1}, std::move(r)) == Admission::queued);
+    }
+}
+
+// Waits up to 10 s for the pool's threads to finish n jobs.
+bool wait_completed(wsgi::WsgiPool& wp, uint64_t n) {
+    for (int i = 0; i < 1000 && wp.pool().completed.load() < n; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return wp.pool().completed.load() == n;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -408,15 +425,8 @@ TEST_CASE(
     std::deque<Completion> out;
     {
         wsgi::WsgiPool wp(1, rig.h);  // one real thread runs the three in turn
-        for (uint32_t i = 1; i <= 3; ++i) {
-            http::Request r;
-            r.method = "GET";
-            r.path_info = "/";
-            REQUIRE(wp.submit(a, {i, 1}, std::move(r)) == Admission::queued);
-        }
-        for (int i = 0; i < 1000 && wp.pool().completed.load() < 3; ++i)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        REQUIRE(wp.pool().completed.load() == 3);
+        submit_gets(wp, a, 3);
+        REQUIRE(wait_completed(wp, 3));
     }
     rig.ring.drain(out);
     REQUIRE(out.size() == 3);
@@ -424,6 +434,31 @@ TEST_CASE(
         CHECK(out[i - 1].slot == SlotRef{i, 1});
         CHECK(out[i - 1].response.body == std::to_string(i));
     }
+}
+
+TEST_CASE(
+    "wsgi pool: a thread takes the GIL before it takes a job, so a queued request waits in "
+    "the FIFO queue rather than on a thread that cannot run Python",
+    "[wsgi][pool]") {
+    Rig rig;
+    PyObject* a = app("sized_app");
+    std::deque<Completion> out;
+    {
+        wsgi::WsgiPool wp(2, rig.h);
+        // The threads make their Python thread states (which takes the GIL)
+        // and wait for work; then Python is kept busy elsewhere.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        PyGILState_STATE g = PyGILState_Ensure();
+        submit_gets(wp, a, 2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        CHECK(wp.pool().waits.load() == 0);  // both still queued, neither taken
+        CHECK(wp.pool().queued() == 2);
+        PyGILState_Release(g);
+        REQUIRE(wait_completed(wp, 2));
+    }
+    rig.ring.drain(out);
+    REQUIRE(out.size() == 2);
+    for (auto& c : out) CHECK(c.response.body == "hello");
 }
 
 TEST_CASE("wsgi pool: an app that breaks PEP 3333 gets a 500, never a malformed answer",

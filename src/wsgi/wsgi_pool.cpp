@@ -282,7 +282,8 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
 
 WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
     : handoff_(std::move(handoff)),
-      pool_("wsgi", threads, max_queued, attach_thread, detach_thread) {}
+      pool_("wsgi", threads, max_queued,
+            {.init = attach_thread, .exit = detach_thread, .enter = take_gil, .leave = drop_gil}) {}
 
 Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req,
                            const hold::Handoff* via) {
@@ -392,6 +393,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
     else
         outcome = Outcome::whole;
     PyGILState_Release(gil);
+    drop_gil();  // taken by the pool's enter hook, when there is one
 
     switch (outcome) {
         case Outcome::failed_before_head:

@@ -1,8 +1,10 @@
 // The WSGI pool: blocking threads that run a Python WSGI application (PEP 3333).
 //
 // DESIGN
-// A job on a pool thread: read the cursor (Last-Event-ID) before the app runs;
-// take the GIL; build the environ; call app(environ, start_response); then
+// A pool thread keeps one Python thread state for its life, and takes the GIL
+// before it takes a job (Pool::Hooks: a request waits in the FIFO queue, not
+// on a thread waiting for the GIL). A job: read the cursor (Last-Event-ID)
+// before the app runs; (the GIL held) build the environ; call app(environ, start_response); then
 //   - a hold (start_response named M0-Hold): collect the body (the head of the
 //     stream), close the iterable, release the GIL, take_stream_hold and
 //     finish_hold: the same code, in the same order, as the mojo pool;
