@@ -21,29 +21,34 @@ struct AccessEntry {
     double hold_started = 0;  // monotonic: a hold's head was written
 };
 
+// Every hold keeps one, so its fields are packed (the small ones together).
 struct Server::Conn {
     Server* server = nullptr;
     SlotRef slot;
-    bufferevent* bev = nullptr;
-    event* timer = nullptr;
-    bool admin = false;
+    int fd = -1;  // the socket
     Phase phase = Phase::reading;
-    // Reading phase only: a hold parses nothing more (its answer closes the
-    // connection), so the parser, most of a Conn's size, goes when it starts.
-    std::unique_ptr<http::RequestParser> parser;
+    uint8_t version_minor = 1;
+    bool admin = false;
     bool in_process = false;  // inside process_input (no re-entry)
     bool keep_alive = true;
     bool head_request = false;
-    int version_minor = 1;
     bool peer_eof = false;       // the client half-closed: answer what it sent, then close
     bool read_paused = false;    // output over the high-water mark: the next request waits
     bool idle_on_drain = false;  // an answer is draining: the keep-alive timer starts after
     bool chunked = false;        // the streaming body is chunk-framed
-    double deadline = 0;         // waiting: when --request-timeout answers 504 (monotonic)
+    bool io_writing = false;     // lean: `io` is armed with EV_WRITE
+    uint16_t remote_port = 0;
+    // Until a hold goes lean: the socket's reads, writes and write timeout.
+    bufferevent* bev = nullptr;
+    event* timer = nullptr;  // made on demand (arm_timer); a lean hold has none
+    // Reading phase only: a hold parses nothing more (its answer closes the
+    // connection), so the parser, most of a Conn's size, goes when it starts.
+    std::unique_ptr<http::RequestParser> parser;
+    double deadline = 0;  // waiting: when --request-timeout answers 504 (monotonic)
     std::shared_ptr<StreamState> stream;
     std::string remote_addr;
-    std::optional<std::string> origin;  // the request's Origin, kept for a hold head's CORS fields
-    uint16_t remote_port = 0;
+    // The request's Origin (with --cors-origin), kept for a hold head's CORS fields.
+    std::unique_ptr<std::string> origin;
     const Listener* via = nullptr;        // the listener it came through (null: adopted)
     std::unique_ptr<AccessEntry> access;  // --access-log only
     // Holding: what the hold table wrote this loop turn, not yet in the
@@ -51,6 +56,15 @@ struct Server::Conn {
     // (hold_output.cpp). References to the shared event bytes, not copies.
     std::vector<SharedBytes> staged;  // loop thread
     size_t staged_bytes = 0;          // loop thread: their total size
+    // A lean hold (go_lean, once its head has left): no bufferevent. `io`
+    // watches the socket: EV_READ always (what the client sends is dropped;
+    // its leaving is seen), EV_WRITE with --write-timeout while `out` holds
+    // what the socket did not take (references to the shared bytes, out[0]
+    // from out_off on).
+    event* io = nullptr;
+    std::vector<SharedBytes> out;  // loop thread
+    size_t out_off = 0;            // loop thread: bytes of out[0] already sent
+    size_t out_bytes = 0;          // loop thread: unsent bytes in `out`
 
     explicit Conn(http::ParserLimits limits)
         : parser(std::make_unique<http::RequestParser>(limits)) {}

@@ -21,6 +21,16 @@
 // its sockets and run what came (a hold's head behind busy Python threads
 // must not wait for an event's fan-out to 10000 holds), then goes on.
 //
+// Lean holds: once a hold's head is out (the bufferevent's output empty),
+// go_lean frees its bufferevent and its timer. One event watches the
+// socket: EV_READ always (what the client sends is dropped, a bounded amount
+// a turn; the end of the stream or an error closes), EV_WRITE with
+// --write-timeout only while `out` keeps what the socket did not take:
+// references to the shared bytes, out[0] from out_off. A flush sends from
+// `staged` when `out` is empty, so `out` owns memory only under backpressure.
+// A hold is then a Conn, one event, its HoldTable entry and its channels'
+// entries: about 1 KB, where the bufferevent alone was about 900 bytes.
+//
 // Order: staged bytes go after whatever is already in the output (a hold's
 // head, an earlier event the socket did not take); when the output is not
 // empty they are appended to it and the bufferevent writes them when the
@@ -49,6 +59,7 @@
 #include <atomic>
 #include <cerrno>
 
+#include "loop/log.hpp"
 #include "server/conn.hpp"
 #include "server/server.hpp"
 
@@ -78,6 +89,33 @@ struct OutputRef {
 };
 
 void drop_output_ref(const void*, size_t, void* extra) { delete static_cast<OutputRef*>(extra); }
+
+// One sendmsg of pieces[0] from `off` and those after it (at most kMaxIov),
+// never blocking; the bytes sent, or -1 with errno set. `want`: the bytes
+// offered.
+ssize_t send_pieces(int fd, const std::vector<SharedBytes>& pieces, size_t off,
+                    size_t* want = nullptr) {
+    iovec iov[kMaxIov];
+    const size_t n = std::min(pieces.size(), kMaxIov);
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const size_t skip = i == 0 ? off : 0;
+        iov[i] = {const_cast<char*>(pieces[i]->data() + skip), pieces[i]->size() - skip};
+        total += iov[i].iov_len;
+    }
+    if (want) *want = total;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// A lean hold's `out` went from `before` pieces to `after`: they are counted
+// with the outputs' references.
+void count_kept(size_t before, size_t after) {
+    if (after > before) output_refs.fetch_add(after - before);
+    if (after < before) output_refs.fetch_sub(before - after);
+}
 
 // Appends bytes[from..] to `out`: by reference when large enough, else copied.
 void append(evbuffer* out, const SharedBytes& bytes, size_t from) {
@@ -110,7 +148,7 @@ size_t Server::write_shared(SlotRef slot, const SharedBytes& bytes) {
     }
     c->staged.push_back(bytes);
     c->staged_bytes += bytes->size();
-    return evbuffer_get_length(bufferevent_get_output(c->bev)) + c->staged_bytes;
+    return output_length(*c) + c->staged_bytes;
 }
 
 void Server::schedule_flush() {
@@ -160,22 +198,45 @@ void Server::flush_staged() {
 
 void Server::flush_staged(Conn& c) {
     if (c.staged.empty()) return;
+    if (!c.bev) {
+        // Lean: behind what `out` holds already; the socket takes what it can
+        // now (unless it is known full: EV_WRITE is armed), one sendmsg.
+        const bool was_over = c.out_bytes + c.staged_bytes > cfg_.hold_buffer_limit;
+        const size_t before = c.out.size();
+        // Sent from `staged` when nothing waits ahead (`out` then owns no
+        // memory: most holds, most of the time); a failure is left to `io`,
+        // whose EV_WRITE reports it and closes.
+        size_t sent = 0;
+        if (c.out.empty())
+            sent = static_cast<size_t>(std::max<ssize_t>(0, send_pieces(c.fd, c.staged, 0)));
+        for (SharedBytes& b : c.staged) {
+            if (sent >= b->size()) {
+                sent -= b->size();
+                continue;
+            }
+            if (c.out.empty()) c.out_off = sent;
+            c.out_bytes += b->size() - sent;
+            c.out.push_back(std::move(b));
+            sent = 0;
+        }
+        c.staged.clear();
+        c.staged_bytes = 0;
+        if (!c.io_writing && before > 0) lean_send(c);
+        count_kept(before, c.out.size());
+        lean_watch(c);
+        if (was_over && c.phase == Phase::holding && c.out_bytes <= cfg_.hold_buffer_limit)
+            holds_.drained(c.slot, c.out_bytes, monotonic_seconds());
+        return;
+    }
     evbuffer* out = bufferevent_get_output(c.bev);
     const size_t ahead = evbuffer_get_length(out);
     const bool was_over = ahead + c.staged_bytes > cfg_.hold_buffer_limit;
     size_t sent = 0;
     if (ahead == 0) {
         // Nothing ahead of them: straight to the socket, from the shared bytes.
-        iovec iov[kMaxIov];
-        size_t n = std::min(c.staged.size(), kMaxIov);
-        for (size_t i = 0; i < n; ++i)
-            iov[i] = {const_cast<char*>(c.staged[i]->data()), c.staged[i]->size()};
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = n;
-        ssize_t r = ::sendmsg(bufferevent_getfd(c.bev), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         // EAGAIN: the output keeps it all. Another error: the output keeps it
         // too, and the bufferevent's own write reports the error (on_event).
+        ssize_t r = send_pieces(c.fd, c.staged, 0);
         if (r > 0) sent = static_cast<size_t>(r);
     }
     for (const SharedBytes& b : c.staged) {
@@ -194,6 +255,119 @@ void Server::flush_staged(Conn& c) {
     size_t left = evbuffer_get_length(out);
     if (was_over && c.phase == Phase::holding && left <= cfg_.hold_buffer_limit)
         holds_.drained(c.slot, left, monotonic_seconds());
+}
+
+// ---- lean holds ---------------------------------------------------------
+
+size_t Server::output_length(const Conn& c) {
+    return c.bev ? evbuffer_get_length(bufferevent_get_output(c.bev)) : c.out_bytes;
+}
+
+void Server::drop_lean(Conn& c) {
+    count_kept(c.out.size(), 0);
+    c.out.clear();
+    event_free(c.io);  // out of the poll set, then closed
+    c.io = nullptr;
+    ::close(c.fd);
+}
+
+void Server::go_lean(Conn& c) {
+    // The bufferevent (its two evbuffers, two events, its callbacks) is most
+    // of a hold's memory, and a hold reads nothing: one event on the socket
+    // and the shared bytes the socket has not taken are enough. Detaching
+    // the socket first takes its events out of the poll set now and keeps
+    // the free from closing it.
+    bufferevent_setfd(c.bev, -1);
+    bufferevent_free(c.bev);
+    c.bev = nullptr;
+    if (c.timer) {
+        event_free(c.timer);  // a hold has no timer running; closing makes one again
+        c.timer = nullptr;
+    }
+    c.io = event_new(loop_.base(), c.fd, EV_READ | EV_PERSIST, on_io, &c);
+    c.io_writing = false;
+    event_add(c.io, nullptr);
+}
+
+bool Server::lean_send(Conn& c) {
+    while (!c.out.empty()) {
+        size_t want = 0;
+        const ssize_t r = send_pieces(c.fd, c.out, c.out_off, &want);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK;
+        }
+        size_t sent = static_cast<size_t>(r);
+        c.out_bytes -= sent;
+        size_t done = 0;  // pieces sent whole
+        for (; done < c.out.size(); ++done) {
+            const size_t left = c.out[done]->size() - (done == 0 ? c.out_off : 0);
+            if (sent < left) break;
+            sent -= left;
+        }
+        c.out_off = (done == 0 ? c.out_off : 0) + sent;
+        c.out.erase(c.out.begin(), c.out.begin() + static_cast<long>(done));
+        if (static_cast<size_t>(r) < want) break;  // the socket is full
+    }
+    if (c.out.empty()) {
+        c.out_off = 0;
+        std::vector<SharedBytes>().swap(c.out);  // owns no memory again
+    }
+    return true;
+}
+
+void Server::lean_watch(Conn& c) {
+    // EV_WRITE, and --write-timeout, only while there is something to send.
+    const bool want = !c.out.empty();
+    if (want == c.io_writing) return;
+    event_del(c.io);
+    event_assign(c.io, loop_.base(), c.fd, EV_READ | EV_PERSIST | (want ? EV_WRITE : 0), on_io, &c);
+    timeval wt = to_timeval(cfg_.write_timeout);
+    event_add(c.io, want ? &wt : nullptr);
+    c.io_writing = want;
+}
+
+void Server::lean_sent(Conn& c) {
+    if (c.phase == Phase::holding && c.out_bytes <= cfg_.hold_buffer_limit)
+        holds_.drained(c.slot, c.out_bytes + c.staged_bytes, monotonic_seconds());
+    else if (c.phase == Phase::closing && c.out.empty())
+        begin_linger(c);
+}
+
+void Server::on_io(evutil_socket_t fd, short what, void* arg) {
+    auto& c = *static_cast<Conn*>(arg);
+    Server& s = *c.server;
+    if (what & EV_TIMEOUT) {
+        // The socket took nothing for --write-timeout (the timeout is armed
+        // only while there is something to send).
+        M0_LOG(info, "write timeout: closing ", c.remote_addr, " slot ", to_string(c.slot));
+        s.close_conn(c);
+        return;
+    }
+    if (what & EV_READ) {
+        // Nothing a hold's client sends is read: dropped, a bounded amount per
+        // turn. The end of the stream or an error: the client left.
+        char sink[4096];
+        for (int i = 0; i < 16; ++i) {
+            const ssize_t r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+            if (r > 0) continue;
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            s.close_conn(c);
+            return;
+        }
+    }
+    if ((what & EV_WRITE) && !c.out.empty()) {
+        const size_t before = c.out.size();
+        const bool ok = s.lean_send(c);
+        count_kept(before, c.out.size());
+        if (!ok) {
+            s.close_conn(c);
+            return;
+        }
+        s.lean_watch(c);
+        s.lean_sent(c);
+    }
 }
 
 }  // namespace m0::server

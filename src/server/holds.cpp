@@ -59,12 +59,13 @@ void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> cha
 void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
                               bus::KeepAlive keepalive) {
     Hold& h = holds_[slot.index];
-    if (h.keepalive.every > 0) --own_keepalive_;
+    if (h.every() > 0) --own_keepalive_;
     h = Hold{};
     h.slot = slot;
     h.cursor = cursor;
-    h.keepalive = std::move(keepalive);
-    if (h.keepalive.every > 0) ++own_keepalive_;
+    if (keepalive.every > 0 || !keepalive.bytes.empty())
+        h.keepalive = std::make_unique<bus::KeepAlive>(std::move(keepalive));
+    if (h.every() > 0) ++own_keepalive_;
     h.last_id = cursor;
     h.replaying = true;
     h.replay_after = cursor;
@@ -223,15 +224,15 @@ bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
 void HoldTable::heartbeat(double now) {
     for (SlotRef s : holding()) {
         Hold* h = find(s);
-        if (!h || h->keepalive.every > 0) continue;
+        if (!h || h->every() > 0) continue;
         if (h->wrote_since_tick || writable(*h) > 0) {
             h->wrote_since_tick = false;
             check_backlog(*h, sink_.backlog(s), now);
             continue;
         }
         // The comment is one buffer shared by every hold, like an event.
-        size_t backlog = h->keepalive.bytes.empty() ? sink_.write_shared(s, heartbeat_bytes_)
-                                                    : sink_.write(s, h->keepalive.bytes);
+        size_t backlog = h->keepalive_bytes().empty() ? sink_.write_shared(s, heartbeat_bytes_)
+                                                      : sink_.write(s, h->keepalive_bytes());
         check_backlog(*h, backlog, now);
     }
 }
@@ -240,14 +241,11 @@ void HoldTable::keepalive(double now) {
     if (own_keepalive_ == 0) return;
     for (SlotRef s : holding()) {
         Hold* h = find(s);
-        if (!h || h->keepalive.every <= 0 || writable(*h) > 0 ||
-            now - h->last_write < h->keepalive.every)
-            continue;
+        if (!h || h->every() <= 0 || writable(*h) > 0 || now - h->last_write < h->every()) continue;
         h->last_write = now;
         check_backlog(
             *h,
-            sink_.write(s, h->keepalive.bytes.empty() ? sse::kHeartbeat
-                                                      : std::string_view(h->keepalive.bytes)),
+            sink_.write(s, h->keepalive_bytes().empty() ? sse::kHeartbeat : h->keepalive_bytes()),
             now);
     }
 }
@@ -301,7 +299,7 @@ std::vector<SlotRef> HoldTable::holding() const {
 void HoldTable::release(SlotRef slot) {
     if (!find(slot)) return;
     unsubscribe(slot);
-    if (find(slot)->keepalive.every > 0) --own_keepalive_;
+    if (find(slot)->every() > 0) --own_keepalive_;
     holds_.erase(slot.index);
     metrics_.holds_open.fetch_sub(1);
 }

@@ -169,29 +169,36 @@ class HoldTable {
         std::vector<Pending> v_;
         size_t head_ = 0;  // v_[..head_) were taken
     };
+    // Every hold keeps one: the small fields together, the rare ones behind
+    // a pointer.
     struct Hold {
         SlotRef slot;
-        std::vector<std::string> channels;
-        uint64_t cursor = 0;   // live ids at or below it are muted
-        uint64_t last_id = 0;  // the highest id queued to it, or where it started
         // Awaiting its replay: pending[replay_mark..] are live events that
         // wait behind it, unwritten.
         bool replaying = false;
-        size_t replay_mark = 0;
-        uint64_t replay_after = 0;      // the replay asked for ids above this
         bool started = false;           // the head is written
         bool dropped = false;           // a retry hint was sent: nothing more
         bool wrote_since_tick = false;  // heartbeat only when idle
-        double over_since = 0;          // behind (see behind()) since; 0: it is not
+        std::vector<std::string> channels;
+        uint64_t cursor = 0;   // live ids at or below it are muted
+        uint64_t last_id = 0;  // the highest id queued to it, or where it started
+        size_t replay_mark = 0;
+        uint64_t replay_after = 0;  // the replay asked for ids above this
+        double over_since = 0;      // behind (see behind()) since; 0: it is not
         // Events not yet written, in order: the replay and whatever arrived
         // before the head, then live events that came while those still
         // waited. They are written as the backlog drains under the limit, so
         // a large replay paces itself to the reader instead of filling memory.
         PendingQueue pending;
-        size_t pending_live = 0;   // bytes of live events among them (the slow-reader bound)
-        bus::KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment every --heartbeat
-        double last_write = 0;     // keepalive.every > 0: when it was last written to
-        uint64_t delivered = 0;    // events written to it (the access log's events=)
+        size_t pending_live = 0;  // bytes of live events among them (the slow-reader bound)
+        // Grip-Keep-Alive; null (most holds): the comment every --heartbeat.
+        std::unique_ptr<bus::KeepAlive> keepalive;
+        double every() const { return keepalive ? keepalive->every : 0; }
+        std::string_view keepalive_bytes() const {
+            return keepalive ? std::string_view(keepalive->bytes) : std::string_view();
+        }
+        double last_write = 0;   // keepalive.every > 0: when it was last written to
+        uint64_t delivered = 0;  // events written to it (the access log's events=)
     };
     Hold* find(SlotRef slot);
     const Hold* find(SlotRef slot) const;

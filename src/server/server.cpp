@@ -92,8 +92,8 @@ SlotRef Server::adopt(int fd, std::string remote_addr, uint16_t remote_port, boo
     c.admin = admin;
     c.remote_addr = std::move(remote_addr);
     c.remote_port = remote_port;
+    c.fd = fd;
     c.bev = bufferevent_socket_new(loop_.base(), fd, BEV_OPT_CLOSE_ON_FREE);
-    c.timer = event_new(loop_.base(), -1, 0, on_timer, &c);
     bufferevent_setcb(c.bev, on_read, on_write, on_event, &c);
     timeval wt = to_timeval(cfg_.write_timeout);
     bufferevent_set_timeouts(c.bev, nullptr, &wt);
@@ -118,12 +118,12 @@ Server::Conn* Server::find(SlotRef s) const {
 
 size_t Server::unread(SlotRef s) const {
     Conn* c = find(s);
-    return c ? evbuffer_get_length(bufferevent_get_input(c->bev)) : 0;
+    return c && c->bev ? evbuffer_get_length(bufferevent_get_input(c->bev)) : 0;
 }
 
 size_t Server::unsent(SlotRef s) const {
     Conn* c = find(s);
-    return c ? evbuffer_get_length(bufferevent_get_output(c->bev)) + c->staged_bytes : 0;
+    return c ? output_length(*c) + c->staged_bytes : 0;
 }
 
 bool Server::holding(SlotRef s) const {
@@ -136,10 +136,22 @@ bool Server::parsing(SlotRef s) const {
     return c && c->parser != nullptr;
 }
 
+bool Server::lean(SlotRef s) const {
+    const Conn* c = find(s);
+    return c && c->phase == Phase::holding && !c->bev;
+}
+
 void Server::arm_timer(Conn& c, double seconds) {
-    event_del(c.timer);
+    if (c.timer)
+        event_del(c.timer);
+    else
+        c.timer = event_new(loop_.base(), -1, 0, on_timer, &c);
     timeval tv = to_timeval(seconds);
     event_add(c.timer, &tv);
+}
+
+void Server::disarm_timer(Conn& c) {
+    if (c.timer) event_del(c.timer);
 }
 
 // ---- reading -------------------------------------------------------------
@@ -203,7 +215,7 @@ void Server::process_input(Conn& c) {
             continue;
         }
         if (res.status == RequestParser::Status::complete) {
-            event_del(c.timer);
+            disarm_timer(c);
             dispatch(c, c.parser->take());
             if (!find(me)) return;  // closed while dispatching
             continue;
@@ -235,7 +247,7 @@ void Server::dispatch(Conn& c, Request req) {
     metrics_.requests_total.fetch_add(1);
     c.keep_alive = req.keep_alive && !shutting_down_;
     c.head_request = req.is_head();
-    c.version_minor = req.version_minor;
+    c.version_minor = static_cast<uint8_t>(req.version_minor);
     req.remote_addr = c.remote_addr;
     req.remote_port = c.remote_port;
     // SERVER_NAME and SERVER_PORT: the listener's; a unix socket's are
@@ -248,7 +260,8 @@ void Server::dispatch(Conn& c, Request req) {
     if (!c.admin) http::apply_forwarded(req, unix_peer ? trust_all_ : cfg_.forwarded_allow);
     if (access_log_) access_begin(c, req);
     c.origin.reset();
-    if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled()) c.origin.emplace(*o);
+    if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled())
+        c.origin = std::make_unique<std::string>(*o);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     if (c.admin) {
@@ -316,7 +329,7 @@ void Server::finish_request(Conn& c) {
     // The connection is idle only once its answer has drained: the keep-alive
     // timer starts in on_write, and until then --write-timeout bounds the
     // answer as time without progress.
-    event_del(c.timer);
+    disarm_timer(c);
     c.idle_on_drain = evbuffer_get_length(bufferevent_get_output(c.bev)) > 0;
     if (!c.idle_on_drain) arm_timer(c, cfg_.keepalive_timeout);
     resume_reading(c);
@@ -337,13 +350,27 @@ void Server::fail_request(Conn& c, int status, std::string_view reason) {
 
 void Server::close_after_write(Conn& c) {
     c.phase = Phase::closing;
-    event_del(c.timer);
+    disarm_timer(c);
+    if (!c.bev) {
+        // Lean: lean_sent begins the linger once `out` is sent.
+        if (c.out.empty()) begin_linger(c);
+        return;
+    }
     bufferevent_setwatermark(c.bev, EV_WRITE, 0, 0);
     if (evbuffer_get_length(bufferevent_get_output(c.bev)) == 0) {
         on_write(c.bev, &c);
         return;
     }
     // on_write fires once the output is flushed.
+}
+
+void Server::begin_linger(Conn& c) {
+    // Lingering close: stop sending, read (and drop) what the client still
+    // sends, so our answer is not destroyed by a reset.
+    ::shutdown(c.fd, SHUT_WR);
+    c.phase = Phase::lingering;
+    if (c.bev) bufferevent_enable(c.bev, EV_READ);  // a lean hold's `io` reads already
+    arm_timer(c, kLingerSeconds);
 }
 
 void Server::on_write(bufferevent*, void* arg) {
@@ -355,7 +382,13 @@ void Server::on_write(bufferevent*, void* arg) {
         return;
     }
     if (c.phase == Phase::holding) {
-        s.holds_.drained(c.slot, left + c.staged_bytes, monotonic_seconds());
+        const SlotRef slot = c.slot;
+        s.holds_.drained(slot, left + c.staged_bytes, monotonic_seconds());
+        // The head (and any backlog) is out: the hold goes lean.
+        Conn* h = s.find(slot);
+        if (h && h->phase == Phase::holding && h->bev &&
+            evbuffer_get_length(bufferevent_get_output(h->bev)) == 0)
+            s.go_lean(*h);
         return;
     }
     if (c.phase == Phase::reading) {
@@ -374,14 +407,7 @@ void Server::on_write(bufferevent*, void* arg) {
         }
         return;
     }
-    if (c.phase == Phase::closing && left == 0) {
-        // Lingering close: stop sending, read (and drop) what the client still
-        // sends, so our answer is not destroyed by a reset.
-        ::shutdown(bufferevent_getfd(c.bev), SHUT_WR);
-        c.phase = Phase::lingering;
-        bufferevent_enable(c.bev, EV_READ);
-        s.arm_timer(c, kLingerSeconds);
-    }
+    if (c.phase == Phase::closing && left == 0) s.begin_linger(c);
 }
 
 void Server::on_event(bufferevent*, short what, void* arg) {
@@ -435,7 +461,7 @@ void Server::probe_departure(Conn& c) {
 bool Server::peer_reset(const Conn& c) {
     // After a FIN, recv() reports only the end of the stream; the reset shows
     // as the socket's pending error, or as a TCP socket that has closed.
-    int fd = bufferevent_getfd(c.bev);
+    const int fd = c.fd;
     int err = 0;
     socklen_t len = sizeof err;
     if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) return true;
@@ -483,8 +509,12 @@ void Server::close_conn(Conn& c) {
     holds_.release(slot);
     if (c.stream) c.stream->cancel();
     ring_.cancels.cancel(slot);  // a job still queued for this client is not run
-    event_free(c.timer);
-    bufferevent_free(c.bev);
+    if (c.timer) event_free(c.timer);
+    if (c.bev) {
+        bufferevent_free(c.bev);  // closes the socket
+    } else {
+        drop_lean(c);
+    }
     auto& entry = slots_[slot.index];
     ++entry.gen;  // late frames and completions for this slot no longer match
     std::unique_ptr<Conn> dead = std::move(entry.conn);
@@ -556,7 +586,8 @@ void Server::finish_hold_head(Conn& c, Response& r) {
         return;
     }
     // Holds only: an ordinary answer's CORS fields are the application's.
-    cfg_.cors.apply(c.origin, r.headers);
+    cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
+                    r.headers);
     std::string head = head_text(c, r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());

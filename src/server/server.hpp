@@ -176,6 +176,8 @@ class Server final : private HoldSink {
     bool holding(SlotRef s) const;
     // Whether the connection keeps a request parser (a hold's does not).
     bool parsing(SlotRef s) const;
+    // Whether the connection is a lean hold: no bufferevent, one event.
+    bool lean(SlotRef s) const;
     bool subscribed(SlotRef s) const { return holds_.subscriptions().subscribed(s); }
     size_t connections() const { return open_; }
     // Bytes queued for the connection and not yet written to its socket.
@@ -208,7 +210,7 @@ class Server final : private HoldSink {
         bool reuse_port = false;  // bound here with SO_REUSEPORT: another loop may bind it too
         std::string name() const;
     };
-    enum class Phase { reading, waiting, streaming, holding, closing, lingering };
+    enum class Phase : uint8_t { reading, waiting, streaming, holding, closing, lingering };
 
     Conn* find(SlotRef s) const;
     SlotRef alloc_slot();
@@ -263,6 +265,20 @@ class Server final : private HoldSink {
     void schedule_flush();
     void flush_staged();
     void flush_staged(Conn& c);
+    // Lean holds (hold_output.cpp): a hold whose head has left drops its
+    // bufferevent for one event and a queue of shared bytes.
+    void go_lean(Conn& c);
+    void drop_lean(Conn& c);  // close_conn: its references go, its socket closes
+    static void on_io(evutil_socket_t, short, void*);
+    bool lean_send(Conn& c);  // false: the socket failed
+    void lean_watch(Conn& c);
+    void lean_sent(Conn& c);
+    // Bytes in the connection's output (not counting staged ones).
+    static size_t output_length(const Conn& c);
+    // Closing once the output is out: stop sending, read until the client
+    // closes or kLingerSeconds pass.
+    void begin_linger(Conn& c);
+    void disarm_timer(Conn& c);
     // The access log (server_access.cpp): an entry begun at dispatch (or at an
     // answer to a request that never parsed), its answer noted, written when
     // the request ends or its connection closes.
