@@ -638,6 +638,28 @@ TEST_CASE("access log: whole answers, a redacted grant, and a request that never
 }
 
 TEST_CASE(
+    "hold loop: an event flushed behind a head not yet written waits in the output by "
+    "reference, let go once written",
+    "[hold][loop][fanout]") {
+    Rig rig;
+    rig.hold("channel=c");
+    // Published before the loop has looked at the frame or the completion:
+    // the event is written in the turn the head is, before the socket has
+    // taken the head, so it goes behind it into the bufferevent's output.
+    const std::string payload(16 * 1024, 'x');
+    const uint64_t id = rig.bus.publish("c", payload).id;
+    size_t referenced = 0;  // by the outputs, right after the flush
+    rig.server->on_flush_slice = [&](size_t) {
+        referenced = std::max(referenced, server::Server::output_references());
+    };
+    rig.server->on_completions_ready();
+    std::string got;
+    rig.read_until("id: " + std::to_string(id) + "\ndata: " + payload + "\n\n", got);
+    CHECK(referenced >= 1);
+    REQUIRE(rig.loop.run_until([&] { return server::Server::output_references() == 0; }));
+}
+
+TEST_CASE(
     "hold loop: what the sockets do not take is kept by reference, let go once written or "
     "closed",
     "[hold][loop][fanout]") {
