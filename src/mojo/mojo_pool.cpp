@@ -21,8 +21,8 @@ Admission MojoPool::submit(Handler& handler, SlotRef slot, http::Request req,
 
 Admission MojoPool::run_here(Handler& handler, SlotRef slot, http::Request req,
                              const hold::Handoff* via, size_t loop) {
-    const hold::Handoff* h = via ? via : &handoff_;
-    serve_job(*h, pool_, handler, slot, req, 0, "mojo-loop-" + std::to_string(loop));
+    serve_job(via ? *via : handoff_, pool_, handler, slot, req, 0,
+              "mojo-loop-" + std::to_string(loop));
     pool_.completed.fetch_add(1);
     return Admission::queued;
 }
