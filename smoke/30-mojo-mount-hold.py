@@ -8,7 +8,8 @@ The server is started exactly as the design note's probe ran it:
             --realtime --blocking-threads 2
 
 plus --listen (a free port) and --chdir fixtures/djangoproj; phase 3 adds
---heartbeat 0.5. The one exception to that command line: phase 4 adds
+--heartbeat 0.5, phase 8 --mojo-in-loop (the loop runs the quick mount in
+place, no pool thread). The one exception to that command line: phase 4 adds
 --admin-listen, because /metrics lives on the admin listener. Phase 6 drops
 --realtime (it checks the degrade). A fresh server per phase; ids start at
 the clock, so phases compare ids with each other, never with 1.
@@ -205,6 +206,23 @@ def phase7(ctx):
         srv.kill()
         raise Fail("the server did not exit within 12s of SIGTERM (killed)")
     check(rc == 0, "the server exited %d after SIGTERM, want 0" % rc)
+
+
+@smoke.phase(8, "--mojo-in-loop: the loop runs the quick mojo mount in place (x-worker mojo-loop-N); "
+                "head first, then the Django-published events in order; /native/hello served")
+def phase8(ctx):
+    srv = ctx.server(GATE_ARGS + ["--mojo-in-loop"])
+    c, head = ctx.hold(srv, hold_path("gate8"))
+    check_hold_head(head, "mojo-loop")
+    read_head_body(c, MOJO_HEAD)
+    # Published the moment the head is read: the frame reached the loop's
+    # bus lane before the completion, as from a pool thread.
+    id1 = publish_django(srv.addr, "gate8", "first")
+    id2 = publish_django(srv.addr, "gate8", "second")
+    expect_events(c, MOJO_HEAD, [(id1, "first"), (id2, "second")], what="in-loop mojo hold")
+    r = ctx.connect(srv).request("GET", "/native/hello")
+    check(r.status == 200 and r.body == b"hello from mojo\n",
+          "/native/hello in the loop: %s %s" % (r.summary(), short(r.body)))
 
 
 if __name__ == "__main__":

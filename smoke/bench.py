@@ -78,7 +78,8 @@ TARGETS = {
 # The request rows' ratios: (server, against, TARGETS key).
 REQUEST_RATIOS = [("m0serve", "gunicorn", "requests_per_s/gunicorn"),
                   ("m0serve", "uwsgi", "requests_per_s/uwsgi"),
-                  ("m0-mojo", "nginx", "requests_per_s/nginx")]
+                  ("m0-mojo", "nginx", "requests_per_s/nginx"),
+                  ("m0-mojo-inloop", "nginx", "requests_per_s/nginx")]
 
 
 def target_text(key):

@@ -14,6 +14,7 @@ from /proc before and after.
               --processes 1 --http-socket (which closes after each answer:
               wrk connects again for every request)
     m0-mojo   m0serve's built-in mojo mount, GET /native/hello
+    m0-mojo-inloop  the same with --mojo-in-loop (the loop runs it in place)
     nginx     one worker, `return 200 "hello\\n";`
 
 Django serves two paths: `/` (the index page, a template) and `/hello` (a
@@ -34,7 +35,7 @@ DJANGO = os.path.join(ROOT, "fixtures", "djangoproj")
 # (path, servers): the rows of the table, in order.
 PLAN = [("/", ["m0serve", "m0serve-1loop", "gunicorn", "uwsgi"]),
         ("/hello", ["m0serve", "m0serve-1loop", "gunicorn", "uwsgi"]),
-        ("/native/hello", ["m0-mojo", "nginx"])]
+        ("/native/hello", ["m0-mojo", "m0-mojo-inloop", "nginx"])]
 
 NGINX_HELLO = """
 worker_processes 1;
@@ -63,8 +64,9 @@ def command(kind, binary, port, tmp):
         return [binary, "--listen", listen, "--chdir", DJANGO, "--mount", "/=djangoproj.wsgi:application",
                 "--blocking-threads", "4", "--log-level", "warn"] + (
                     ["--loops", "1"] if kind == "m0serve-1loop" else []), signal.SIGTERM
-    if kind == "m0-mojo":
-        return [binary, "--listen", listen, "--mount", "/native=mojo", "--log-level", "warn"], signal.SIGTERM
+    if kind in ("m0-mojo", "m0-mojo-inloop"):
+        return [binary, "--listen", listen, "--mount", "/native=mojo", "--log-level", "warn"] + (
+            ["--mojo-in-loop"] if kind == "m0-mojo-inloop" else []), signal.SIGTERM
     if kind == "gunicorn":
         return ["gunicorn", "--worker-class", "gthread", "--threads", "4", "--workers", "1",
                 "--bind", listen, "--chdir", DJANGO, "--log-level", "warning",

@@ -28,6 +28,9 @@ const char* const kUsage =
                               or a compiled-in mojo mount name (mojo)
   --blocking-threads N        WSGI pool threads (default 4)
   --mojo-threads N            mojo pool threads (default 2)
+  --mojo-in-loop              the loop thread that read a request runs it in
+                              place when its mojo mount declares itself quick
+                              (no hand-off to the mojo pool and back)
   --max-queued N              jobs waiting per pool; past it, 503 (default 1024)
   --chdir DIR                 change directory first; DIR (default: the current
                               directory) goes on sys.path
@@ -233,6 +236,8 @@ static Options parse_args(const std::vector<std::string>& args,
             o.blocking_threads = parse_number<size_t>(a, value(), 1, 1024);
         } else if (a == "--mojo-threads") {
             o.mojo_threads = parse_number<size_t>(a, value(), 1, 1024);
+        } else if (a == "--mojo-in-loop") {
+            o.mojo_in_loop = true;
         } else if (a == "--max-queued") {
             o.max_queued = parse_number<size_t>(a, value(), 1, 10000000);
         } else if (a == "--chdir") {
@@ -397,6 +402,7 @@ const std::vector<Flag>& flags() {
         {"mount", Flag::list},
         {"blocking-threads", Flag::value},
         {"mojo-threads", Flag::value},
+        {"mojo-in-loop", Flag::toggle},
         {"max-queued", Flag::value},
         {"chdir", Flag::value},
         {"pythonpath", Flag::list},

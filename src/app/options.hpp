@@ -50,6 +50,8 @@ struct Options {
     std::vector<std::pair<int, std::string>> systemd_fds;
     std::vector<MountSpec> mounts;
     size_t blocking_threads = 4, mojo_threads = 2;
+    // --mojo-in-loop: a quick mount's requests run on the loop that read them.
+    bool mojo_in_loop = false;
     // Per pool. As many as the default --max-connections: each connection has
     // at most one request in a pool, so at the defaults no live client is
     // refused for the queue, while a raised --max-connections (or a lowered

@@ -149,6 +149,7 @@ app = "config.wsgi"
 listen = ["127.0.0.1:9000", "unix:/run/m0/http.sock"]
 blocking_threads = 8
 mojo-threads = 3
+mojo-in-loop = true
 realtime = true
 admin-open = false
 heartbeat = 0.5
@@ -158,6 +159,9 @@ mount = ["/native=mojo"]
     auto o = parse({"--config", file.path});
     CHECK(o.blocking_threads == 8);
     CHECK(o.mojo_threads == 3);
+    CHECK(o.mojo_in_loop);
+    CHECK_FALSE(parse({"app"}).mojo_in_loop);
+    CHECK(parse({"app", "--mojo-in-loop"}).mojo_in_loop);
     CHECK(o.realtime);
     CHECK_FALSE(o.server.admin_open);
     CHECK(o.server.heartbeat == 0.5);

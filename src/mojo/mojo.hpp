@@ -13,6 +13,12 @@
 //     the body being the head of the stream (see hold/hold.hpp);
 //   - a streamed body (Response::stream) that is not a hold: refused 409,
 //     because a stream begun on a pool thread has no producer the loop drains.
+// A mount whose serve never blocks and takes microseconds (no I/O, no lock
+// held long) may say so with `static constexpr bool quick = true;`: with
+// --mojo-in-loop the loop thread that read the request runs it in place, the
+// same steps as a pool thread (the hold frame before the completion),
+// without the two thread hand-offs the pool costs. A quick mount that blocks
+// would stall every connection of its loop.
 // A mount's request fields: method, path (PATH_INFO, below the prefix), query,
 // headers, body; script_name is the mount prefix.
 #pragma once
@@ -48,6 +54,8 @@ class Handler {
   public:
     virtual ~Handler() = default;
     virtual http::Response serve(const http::Request& req) = 0;
+    // The mount declared itself quick: its loop may run it in place.
+    virtual bool quick() const { return false; }
 };
 
 template <MojoMount M>
@@ -55,6 +63,12 @@ class HandlerFor final : public Handler {
   public:
     explicit HandlerFor(const MojoEnv& env) : mount_(env) {}
     http::Response serve(const http::Request& req) override { return mount_.serve(req); }
+    bool quick() const override {
+        if constexpr (requires { M::quick; })
+            return M::quick;
+        else
+            return false;
+    }
 
   private:
     M mount_;

@@ -19,11 +19,19 @@ Admission MojoPool::submit(Handler& handler, SlotRef slot, http::Request req,
         std::move(cancel));
 }
 
+Admission MojoPool::run_here(Handler& handler, SlotRef slot, http::Request req,
+                             const hold::Handoff* via, size_t loop) {
+    serve_job(via ? *via : handoff_, pool_, handler, slot, req, 0,
+              "mojo-loop-" + std::to_string(loop));
+    pool_.completed.fetch_add(1);
+    return Admission::queued;
+}
+
 void serve_job(const hold::Handoff& h, Pool& pool, Handler& handler, SlotRef slot,
-               http::Request& req, size_t thread_index) {
+               http::Request& req, size_t thread_index, const std::string& named) {
     // Read before the handler may consume the request.
     const hold::Start start = hold::read_start(h, req);
-    const std::string worker = "mojo-" + std::to_string(thread_index);
+    const std::string worker = named.empty() ? "mojo-" + std::to_string(thread_index) : named;
     h.at(hold::Point::handler_start, slot);
 
     http::Response resp;

@@ -30,6 +30,11 @@ class MojoPool {
     // pool's own.
     Admission submit(Handler& handler, SlotRef slot, http::Request req,
                      const hold::Handoff* via = nullptr);
+    // Loop thread `loop`: runs a quick handler's job right here, as a pool
+    // thread would (x-worker mojo-loop-N); its answer reaches the loop
+    // through the completion ring, like any other. Counted as the pool's.
+    Admission run_here(Handler& handler, SlotRef slot, http::Request req, const hold::Handoff* via,
+                       size_t loop);
     Pool& pool() { return pool_; }
     const hold::Handoff& handoff() const { return handoff_; }
 
@@ -38,8 +43,9 @@ class MojoPool {
     Pool pool_;
 };
 
-// One job, as run on a pool thread: exposed for unit tests.
+// One job, as run on a pool thread: exposed for unit tests. `worker` names
+// who ran it (x-worker); empty: mojo-THREAD_INDEX.
 void serve_job(const hold::Handoff& h, Pool& pool, Handler& handler, SlotRef slot,
-               http::Request& req, size_t thread_index);
+               http::Request& req, size_t thread_index, const std::string& worker = {});
 
 }  // namespace m0::mojo

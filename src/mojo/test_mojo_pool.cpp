@@ -121,6 +121,49 @@ TEST_CASE(
     CHECK(rig.pool->pool().raised.load() == 0);
 }
 
+TEST_CASE(
+    "mojo pool: run_here (--mojo-in-loop) runs a quick mount on the calling thread, nothing "
+    "queued, the h frame before the completion as on a pool thread",
+    "[mojo][pool][hold]") {
+    Rig rig;
+    CHECK(rig.handler.quick());  // BuiltinMount declares itself quick
+    SlotRef slot{4, 2};
+    http::Request r;
+    r.method = "GET";
+    r.path_info = "/hold";
+    r.query = "channel=news";
+    const uint64_t completed = rig.pool->pool().completed.load();
+    REQUIRE(rig.pool->run_here(rig.handler, slot, std::move(r), nullptr, 1) == Admission::queued);
+    CHECK(rig.pool->pool().queued() == 0);
+    CHECK_FALSE(rig.pool->pool().run_next());  // it ran already
+    CHECK(rig.pool->pool().completed.load() == completed + 1);
+    REQUIRE(rig.frames_at_push == std::vector<size_t>{1});
+    std::deque<Completion> out;
+    REQUIRE(rig.ring.drain(out) == 1);
+    CHECK(out.front().kind == Completion::Kind::hold);
+    CHECK(out.front().slot == slot);
+    CHECK(out.front().response.headers.get("x-worker") ==
+          std::optional<std::string_view>("mojo-loop-1"));
+    auto frames = rig.bus.peek();
+    REQUIRE(frames.size() == 1);
+    auto* f = std::get_if<bus::HoldFrame>(&frames.front());
+    REQUIRE(f);
+    CHECK(f->worker == "mojo-loop-1");
+}
+
+namespace {
+struct SlowMount {  // declares nothing: not quick
+    static constexpr std::string_view name = "slow";
+    explicit SlowMount(const mojo::MojoEnv&) {}
+    http::Response serve(const http::Request&) { return {}; }
+};
+}  // namespace
+
+TEST_CASE("mojo pool: a mount that does not declare itself quick is not", "[mojo][pool]") {
+    mojo::HandlerFor<SlowMount> h{mojo::MojoEnv{}};
+    CHECK_FALSE(h.quick());
+}
+
 TEST_CASE("mojo pool: /hold refuses a channel with edge whitespace 400 instead of trimming it",
           "[mojo][pool][hold]") {
     for (const char* query : {"channel=%20sp", "channel=sp%20", "channel=%09sp", "channel=+sp",

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <memory>
+#include <unordered_map>
 
 #include "loop/log.hpp"
 #include "wsgi/interpreter.hpp"
@@ -199,34 +200,110 @@ PyObject* py_start_response(PyObject* self, PyObject* args) {
 PyMethodDef start_response_def = {"start_response", py_start_response, METH_VARARGS,
                                   "PEP 3333 start_response(status, headers, exc_info=None)"};
 
-int set_item(PyObject* d, const char* k, PyObject* v) {
+int set_item(PyObject* d, PyObject* k, PyObject* v) {
     if (!v) return -1;
-    int rc = PyDict_SetItemString(d, k, v);
+    int rc = PyDict_SetItem(d, k, v);
     Py_DECREF(v);
     return rc;
 }
 
+// The environ's keys, and its items that are the same for every request,
+// made once (the GIL held): a request copies the template and sets its own
+// items under keys whose hashes are computed already.
+struct EnvironTemplate {
+    enum Key {
+        method,
+        script_name,
+        path_info,
+        query,
+        server_name,
+        server_port,
+        protocol,
+        remote_addr,
+        remote_port,
+        url_scheme,
+        errors,
+        input,
+        content_type,
+        content_length,
+        count
+    };
+    PyObject* keys[count] = {};
+    PyObject* fixed = nullptr;  // SERVER_SOFTWARE, wsgi.version, the wsgi.* flags
+    // Header name as received -> its interned HTTP_* key; bounded, so a
+    // client's invented names cannot grow it.
+    std::unordered_map<std::string, PyObject*> header_keys;
+    static constexpr size_t kMaxHeaderKeys = 256;
+
+    EnvironTemplate() {
+        static const char* const names[count] = {
+            "REQUEST_METHOD", "SCRIPT_NAME",     "PATH_INFO",    "QUERY_STRING",  "SERVER_NAME",
+            "SERVER_PORT",    "SERVER_PROTOCOL", "REMOTE_ADDR",  "REMOTE_PORT",   "wsgi.url_scheme",
+            "wsgi.errors",    "wsgi.input",      "CONTENT_TYPE", "CONTENT_LENGTH"};
+        for (int i = 0; i < count; ++i) keys[i] = PyUnicode_InternFromString(names[i]);
+        fixed = PyDict_New();
+        if (!fixed) return;
+        PyObject* software = PyUnicode_FromString("m0serve/" M0_VERSION);
+        PyObject* version = Py_BuildValue("(ii)", 1, 0);
+        if (!software || !version ||
+            PyDict_SetItemString(fixed, "SERVER_SOFTWARE", software) != 0 ||
+            PyDict_SetItemString(fixed, "wsgi.version", version) != 0 ||
+            PyDict_SetItemString(fixed, "wsgi.multithread", Py_True) != 0 ||
+            PyDict_SetItemString(fixed, "wsgi.multiprocess", Py_False) != 0 ||
+            PyDict_SetItemString(fixed, "wsgi.run_once", Py_False) != 0 ||
+            PyDict_SetItemString(fixed, "wsgi.input_terminated", Py_True) != 0)
+            Py_CLEAR(fixed);
+        Py_XDECREF(software);
+        Py_XDECREF(version);
+    }
+    bool ok() const {
+        for (PyObject* k : keys)
+            if (!k) return false;
+        return fixed != nullptr;
+    }
+    // The HTTP_* key of header `name` (new reference), or null with an
+    // exception set.
+    PyObject* header_key(const std::string& name) {
+        if (auto it = header_keys.find(name); it != header_keys.end()) {
+            Py_INCREF(it->second);
+            return it->second;
+        }
+        std::string key = "HTTP_";
+        for (char c : name)
+            key += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        PyObject* k = str_latin1(key);
+        if (k && header_keys.size() < kMaxHeaderKeys) {
+            PyUnicode_InternInPlace(&k);
+            Py_INCREF(k);  // the table's reference, kept for the interpreter's life
+            header_keys.emplace(name, k);
+        }
+        return k;
+    }
+};
+
 // PEP 3333 environ. New reference, or null with an exception set.
 PyObject* build_environ(const http::Request& r, PyObject* errors) {
-    PyObject* env = PyDict_New();
+    static EnvironTemplate* t = new EnvironTemplate;  // the GIL held; never freed
+    if (!t->ok()) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "the WSGI environ template failed");
+        return nullptr;
+    }
+    using K = EnvironTemplate;
+    PyObject* env = PyDict_Copy(t->fixed);
     if (!env) return nullptr;
-    bool ok = set_item(env, "REQUEST_METHOD", str_latin1(r.method)) == 0 &&
-              set_item(env, "SCRIPT_NAME", str_latin1(r.script_name)) == 0 &&
-              set_item(env, "PATH_INFO", str_latin1(r.path_info)) == 0 &&
-              set_item(env, "QUERY_STRING", str_latin1(r.query)) == 0 &&
-              set_item(env, "SERVER_NAME", str_latin1(r.server_name)) == 0 &&
-              set_item(env, "SERVER_PORT", str_latin1(std::to_string(r.server_port))) == 0 &&
-              set_item(env, "SERVER_PROTOCOL", str_latin1(r.protocol())) == 0 &&
-              set_item(env, "REMOTE_ADDR", str_latin1(r.remote_addr)) == 0 &&
-              set_item(env, "REMOTE_PORT", str_latin1(std::to_string(r.remote_port))) == 0 &&
-              set_item(env, "SERVER_SOFTWARE", str_latin1("m0serve/" M0_VERSION)) == 0 &&
-              set_item(env, "wsgi.version", Py_BuildValue("(ii)", 1, 0)) == 0 &&
-              set_item(env, "wsgi.url_scheme", str_latin1(r.scheme)) == 0 &&
-              PyDict_SetItemString(env, "wsgi.errors", errors) == 0 &&
-              PyDict_SetItemString(env, "wsgi.multithread", Py_True) == 0 &&
-              PyDict_SetItemString(env, "wsgi.multiprocess", Py_False) == 0 &&
-              PyDict_SetItemString(env, "wsgi.run_once", Py_False) == 0 &&
-              PyDict_SetItemString(env, "wsgi.input_terminated", Py_True) == 0;
+    bool ok =
+        set_item(env, t->keys[K::method], str_latin1(r.method)) == 0 &&
+        set_item(env, t->keys[K::script_name], str_latin1(r.script_name)) == 0 &&
+        set_item(env, t->keys[K::path_info], str_latin1(r.path_info)) == 0 &&
+        set_item(env, t->keys[K::query], str_latin1(r.query)) == 0 &&
+        set_item(env, t->keys[K::server_name], str_latin1(r.server_name)) == 0 &&
+        set_item(env, t->keys[K::server_port], str_latin1(std::to_string(r.server_port))) == 0 &&
+        set_item(env, t->keys[K::protocol], str_latin1(r.protocol())) == 0 &&
+        set_item(env, t->keys[K::remote_addr], str_latin1(r.remote_addr)) == 0 &&
+        set_item(env, t->keys[K::remote_port], str_latin1(std::to_string(r.remote_port))) == 0 &&
+        set_item(env, t->keys[K::url_scheme], str_latin1(r.scheme)) == 0 &&
+        PyDict_SetItem(env, t->keys[K::errors], errors) == 0;
     if (ok) {
         // wsgi.input: a real file-like object over the whole body.
         // io.BytesIO, looked up once (under the GIL) and kept for the
@@ -244,23 +321,30 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
         if (!bytes_io && !PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "io.BytesIO is unavailable");
         Py_XDECREF(body);
-        ok = set_item(env, "wsgi.input", input) == 0;
+        ok = set_item(env, t->keys[K::input], input) == 0;
     }
     if (ok && r.headers.has("Content-Type"))
-        ok = set_item(env, "CONTENT_TYPE", str_latin1(*r.headers.get("Content-Type"))) == 0;
+        ok = set_item(env, t->keys[K::content_type], str_latin1(*r.headers.get("Content-Type"))) ==
+             0;
     // The body is de-chunked: CONTENT_LENGTH tells the app how much to read.
     if (ok && (!r.body.empty() || r.headers.has("Content-Length")))
-        ok = set_item(env, "CONTENT_LENGTH", str_latin1(std::to_string(r.body.size()))) == 0;
+        ok = set_item(env, t->keys[K::content_length], str_latin1(std::to_string(r.body.size()))) ==
+             0;
     for (size_t i = 0; ok && i < r.headers.items.size(); ++i) {
         const auto& name = r.headers.items[i].first;
         if (http::iequals(name, "Content-Type") || http::iequals(name, "Content-Length")) continue;
         // A name with '_' would collide with one with '-' (HTTP_X_USER could be
         // forged as X_User): such headers are not passed.
         if (name.find('_') != std::string::npos) continue;
-        std::string key = "HTTP_";
-        for (char c : name)
-            key += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        if (PyDict_GetItemString(env, key.c_str())) continue;  // already joined
+        PyObject* key = t->header_key(name);
+        if (!key) {
+            ok = false;
+            break;
+        }
+        if (PyDict_GetItem(env, key)) {  // already joined
+            Py_DECREF(key);
+            continue;
+        }
         // RFC 9110 §5.3: repeated fields are joined with commas.
         // RFC 6265 §5.4: several Cookie fields are one list joined with "; ".
         std::string value = *r.headers.get_joined(name);
@@ -269,7 +353,8 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
             for (const auto& [k, v] : r.headers.items)
                 if (http::iequals(k, "Cookie")) value += (value.empty() ? "" : "; ") + v;
         }
-        ok = set_item(env, key.c_str(), str_latin1(value)) == 0;
+        ok = set_item(env, key, str_latin1(value)) == 0;
+        Py_DECREF(key);
     }
     if (!ok) {
         Py_DECREF(env);
