@@ -5,7 +5,6 @@
 #include <event2/bufferevent.h>
 
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 

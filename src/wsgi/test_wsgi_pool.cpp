@@ -4,6 +4,7 @@
 // close() always called, streamed bodies), and failures (500, raised).
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "bus/channel.hpp"
@@ -188,21 +189,39 @@ struct Rig {
     }
 };
 
-// Queues GET / for slots {1,1} .. {n,1}.
-void submit_gets(wsgi::WsgiPool& wp, PyObject* a, uint32_t n) {
-    for (uint32_t i = 1; i <= n; ++i) {
-        http::Request r;
-        r.method = "GET";
-        r.path_info = "/";
-        REQUIRE(wp.submit(a, {i, 1}, std::move(r)) == Admission::queued);
+// A WsgiPool of `threads` real threads serves GET / to slots {1,1} .. {n,1}
+// with app `name`; the completions, once all n are done (up to 10 s).
+// With `while_busy`, the requests are queued while the test's thread holds
+// the GIL (after the pool's threads have started and made their thread
+// states), and `while_busy` runs 200 ms later, the GIL still held.
+std::deque<Completion> run_threaded(Rig& rig, const char* name, size_t threads, uint32_t n,
+                                    const std::function<void(wsgi::WsgiPool&)>& while_busy = {}) {
+    PyObject* a = app(name);
+    {
+        wsgi::WsgiPool wp(threads, rig.h);
+        PyGILState_STATE g{};
+        if (while_busy) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            g = PyGILState_Ensure();
+        }
+        for (uint32_t i = 1; i <= n; ++i) {
+            http::Request r;
+            r.method = "GET";
+            r.path_info = "/";
+            REQUIRE(wp.submit(a, {i, 1}, std::move(r)) == Admission::queued);
+        }
+        if (while_busy) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            while_busy(wp);
+            PyGILState_Release(g);
+        }
+        for (int i = 0; i < 1000 && wp.pool().completed.load() < n; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        REQUIRE(wp.pool().completed.load() == n);
     }
-}
-
-// Waits up to 10 s for the pool's threads to finish n jobs.
-bool wait_completed(wsgi::WsgiPool& wp, uint64_t n) {
-    for (int i = 0; i < 1000 && wp.pool().completed.load() < n; ++i)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return wp.pool().completed.load() == n;
+    std::deque<Completion> out;
+    rig.ring.drain(out);
+    return out;
 }
 
 }  // namespace
@@ -421,14 +440,7 @@ TEST_CASE(
     "from one request to the next",
     "[wsgi][pool]") {
     Rig rig;
-    PyObject* a = app("local_app");
-    std::deque<Completion> out;
-    {
-        wsgi::WsgiPool wp(1, rig.h);  // one real thread runs the three in turn
-        submit_gets(wp, a, 3);
-        REQUIRE(wait_completed(wp, 3));
-    }
-    rig.ring.drain(out);
+    auto out = run_threaded(rig, "local_app", 1, 3);  // one real thread runs the three in turn
     REQUIRE(out.size() == 3);
     for (uint32_t i = 1; i <= 3; ++i) {
         CHECK(out[i - 1].slot == SlotRef{i, 1});
@@ -441,22 +453,10 @@ TEST_CASE(
     "the FIFO queue rather than on a thread that cannot run Python",
     "[wsgi][pool]") {
     Rig rig;
-    PyObject* a = app("sized_app");
-    std::deque<Completion> out;
-    {
-        wsgi::WsgiPool wp(2, rig.h);
-        // The threads make their Python thread states (which takes the GIL)
-        // and wait for work; then Python is kept busy elsewhere.
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        PyGILState_STATE g = PyGILState_Ensure();
-        submit_gets(wp, a, 2);
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto out = run_threaded(rig, "sized_app", 2, 2, [](wsgi::WsgiPool& wp) {
         CHECK(wp.pool().waits.load() == 0);  // both still queued, neither taken
         CHECK(wp.pool().queued() == 2);
-        PyGILState_Release(g);
-        REQUIRE(wait_completed(wp, 2));
-    }
-    rig.ring.drain(out);
+    });
     REQUIRE(out.size() == 2);
     for (auto& c : out) CHECK(c.response.body == "hello");
 }
