@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -38,7 +39,15 @@ struct HoldMount {
 };
 
 // Listening TCP sockets on 127.0.0.1:port, from /proc/net/tcp.
+// Listening TCP sockets of this process on 127.0.0.1:port (another process's
+// on the same port, which SO_REUSEPORT allows, are not counted).
 int listening_sockets(uint16_t port) {
+    std::set<std::string> mine;  // inodes of this process's sockets
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+        if (!ec && target.starts_with("socket:[")) mine.insert(target.substr(8, target.size() - 9));
+    }
     std::ifstream f("/proc/net/tcp");
     char want[32];
     std::snprintf(want, sizeof want, "0100007F:%04X", port);
@@ -46,9 +55,10 @@ int listening_sockets(uint16_t port) {
     int n = 0;
     while (std::getline(f, line)) {
         std::istringstream in(line);
-        std::string slot, local, remote, state;
-        in >> slot >> local >> remote >> state;
-        if (local == want && state == "0A") ++n;  // TCP_LISTEN
+        std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+        in >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+            timeout >> inode;
+        if (local == want && state == "0A" && mine.count(inode)) ++n;  // TCP_LISTEN
     }
     return n;
 }
