@@ -16,7 +16,7 @@ Admission MojoPool::submit(Handler& handler, SlotRef slot, http::Request req,
         [this, h, &handler, slot, shared](size_t thread) {
             serve_job(*h, pool_, handler, slot, *shared, thread);
         },
-        std::move(cancel));
+        std::move(cancel), handler.quick());
 }
 
 Admission MojoPool::run_here(Handler& handler, SlotRef slot, http::Request req,

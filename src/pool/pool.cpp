@@ -7,12 +7,14 @@ namespace m0 {
 Pool::Pool(std::string name, size_t threads, size_t max_queued, Hooks hooks)
     : name_(std::move(name)), max_queued_(max_queued), hooks_(std::move(hooks)) {
     threads_.reserve(threads);
+    for (size_t i = 0; i < threads; ++i) sleepers_.push_back(std::make_unique<Sleeper>());
     for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
 Pool::~Pool() { stop(); }
 
-Admission Pool::submit(Job job, std::shared_ptr<const CancelFlag> cancel) {
+Admission Pool::submit(Job job, std::shared_ptr<const CancelFlag> cancel, bool quick) {
+    Sleeper* wake = nullptr;
     {
         std::lock_guard lock(mu_);
         if (stopping_) return Admission::stopping;
@@ -25,13 +27,21 @@ Admission Pool::submit(Job job, std::shared_ptr<const CancelFlag> cancel) {
             rejected.fetch_add(1);
             return Admission::full;
         }
-        queue_.push_back({std::move(job), std::move(cancel), Clock::now()});
+        queue_.push_back({std::move(job), std::move(cancel), Clock::now(), quick});
+        // A ready thread looks at the queue before it sleeps (it decrements
+        // ready_ under this lock first): it takes a quick job in microseconds.
+        if ((!quick || ready_ == 0) && !idle_.empty()) {
+            wake = idle_.back();  // the latest asleep: its cache, and its core, are warmest
+            idle_.pop_back();
+            wake->woken = true;
+            ++ready_;
+        }
     }
-    cv_.notify_one();
+    if (wake) wake->cv.notify_one();  // a sleeper lives as long as the pool
     return Admission::queued;
 }
 
-Pool::Job Pool::take_locked() {
+Pool::Job Pool::take_locked(bool* quick) {
     while (!queue_.empty()) {
         Queued q = std::move(queue_.front());
         queue_.pop_front();
@@ -42,6 +52,7 @@ Pool::Job Pool::take_locked() {
         auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - q.since);
         wait_ns.fetch_add(static_cast<uint64_t>(waited.count()));
         waits.fetch_add(1);
+        if (quick) *quick = q.quick;
         return std::move(q.job);
     }
     return {};
@@ -72,33 +83,62 @@ bool Pool::run_next() {
 
 void Pool::worker(size_t index) {
     if (hooks_.init) hooks_.init();
+    Sleeper& me = *sleepers_[index];
+    std::unique_lock lock(mu_);
+    ++ready_;
     for (;;) {
-        {
-            std::unique_lock lock(mu_);
-            cv_.wait(lock, [&] {
-                return (!paused_ && !queue_.empty()) || (stopping_ && queue_.empty());
-            });
-            if (queue_.empty()) break;  // stopping, nothing left
+        // Not ready while asleep (the wait checks first, under the lock, so a
+        // job already queued is taken without a gap anyone could see).
+        while (!((!paused_ && !queue_.empty()) || (stopping_ && queue_.empty()))) {
+            --ready_;
+            me.woken = false;
+            idle_.push_back(&me);
+            // Whoever wakes it takes it off idle_ and counts it ready: a
+            // thread woken is as good as awake for the jobs queued after.
+            me.cv.wait(lock, [&] { return me.woken; });
         }
-        if (hooks_.enter) hooks_.enter();
-        Job job;
-        {
-            std::lock_guard lock(mu_);
-            if (!paused_) job = take_locked();  // empty: another thread took it first
+        if (queue_.empty()) break;  // stopping, nothing left
+        if (hooks_.enter) {
+            // Not ready while it may block here (the WSGI pool's GIL).
+            --ready_;
+            lock.unlock();
+            hooks_.enter();
+            lock.lock();
+            ++ready_;
         }
+        // Empty: another thread took it first. A job that may block takes
+        // this thread out of the ready ones while it runs.
+        bool quick = false;
+        Job job = paused_ ? Job{} : take_locked(&quick);
+        if (job && !quick) --ready_;
+        lock.unlock();
         if (job) run(job, index);
         if (hooks_.leave) hooks_.leave();
+        lock.lock();
+        if (job && !quick) ++ready_;
     }
+    --ready_;
+    lock.unlock();
     if (hooks_.exit) hooks_.exit();
 }
 
+std::vector<Pool::Sleeper*> Pool::take_idle_locked() {
+    std::vector<Sleeper*> all;
+    all.swap(idle_);
+    for (Sleeper* s : all) s->woken = true;
+    ready_ += all.size();
+    return all;
+}
+
 void Pool::stop() {
+    std::vector<Sleeper*> woken;
     {
         std::lock_guard lock(mu_);
         stopping_ = true;
         paused_ = false;
+        woken = take_idle_locked();
     }
-    cv_.notify_all();
+    for (Sleeper* s : woken) s->cv.notify_one();
     for (auto& t : threads_)
         if (t.joinable()) t.join();
 }
@@ -109,11 +149,18 @@ void Pool::pause() {
 }
 
 void Pool::resume() {
+    std::vector<Sleeper*> woken;
     {
         std::lock_guard lock(mu_);
         paused_ = false;
+        woken = take_idle_locked();
     }
-    cv_.notify_all();
+    for (Sleeper* s : woken) s->cv.notify_one();
+}
+
+size_t Pool::sleeping() const {
+    std::lock_guard lock(mu_);
+    return idle_.size();
 }
 
 size_t Pool::queued() const {

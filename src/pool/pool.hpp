@@ -15,8 +15,19 @@
 // thread took it is dropped, not run (skipped), and a full queue first drops
 // such jobs before it refuses a live one. The time from submit to the moment
 // a thread takes a job to run it is summed for /metrics (queue wait).
-// Ownership: `queue_`, `stopping_`, `paused_` under `mu_`; the counters are
-// atomics read by /metrics.
+// Wake-ups: sleeping threads wait each on its own condition variable, on a
+// stack, and a job wakes the one that slept last (its cache and its core are
+// the warmest; a light load is served by one thread). A quick job (a mount
+// that never blocks and takes microseconds) wakes none while a thread is
+// `ready`: awake between jobs, woken already, or running a quick job, so
+// that it looks at the queue again within microseconds. A thread running a
+// job that may block is not ready, so nothing waits behind a handler that
+// blocks. Measured with two mojo threads on /native/hello (wrk -t2 -c50):
+// 47 000 to 56 000 requests/s with a condition variable's notify_one per
+// job, 67 000 to 83 000 with this (one thread alone: 69 000 to 85 000).
+// Ownership: `queue_`, `stopping_`, `paused_`, `ready_`, `idle_` and each
+// sleeper's `woken` under `mu_`; `sleepers_` fixed once the threads run; the
+// counters are atomics read by /metrics.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -60,7 +71,9 @@ class Pool {
     // full when max_queued jobs wait already (after dropping those whose
     // client left). `cancel` (may be null) is the request's cancel flag: a job
     // whose flag is set when a thread comes to take it is not run.
-    Admission submit(Job job, std::shared_ptr<const CancelFlag> cancel = {});
+    // `quick`: the job never blocks and takes microseconds (see DESIGN: a
+    // ready thread takes it rather than a sleeping one being woken).
+    Admission submit(Job job, std::shared_ptr<const CancelFlag> cancel = {}, bool quick = false);
     // Manual pools: runs the oldest queued job whose client is still there on
     // the calling thread (dropping older abandoned ones); false when none is.
     bool run_next();
@@ -73,6 +86,8 @@ class Pool {
     size_t threads() const { return threads_.size(); }
     size_t max_queued() const { return max_queued_; }
     size_t queued() const;
+    // Threads asleep now, waiting for a job (tests).
+    size_t sleeping() const;
 
     std::atomic<int> busy{0};            // jobs running now
     std::atomic<uint64_t> raised{0};     // jobs whose handler raised or was refused
@@ -88,13 +103,14 @@ class Pool {
         Job job;
         std::shared_ptr<const CancelFlag> cancel;
         Clock::time_point since;
+        bool quick = false;
         bool abandoned() const { return cancel && cancel->cancelled(); }
     };
 
     // Under mu_: the oldest job whose client is still there (empty when there
     // is none), dropping and counting the abandoned ones before it; the queue
-    // wait of the job returned is counted.
-    Job take_locked();
+    // wait of the job returned is counted. `quick`: whether it is.
+    Job take_locked(bool* quick = nullptr);
     void worker(size_t index);
     void run(Job& job, size_t index);
 
@@ -102,10 +118,22 @@ class Pool {
     const size_t max_queued_;
     const Hooks hooks_;
     mutable std::mutex mu_;
-    std::condition_variable cv_;
-    std::deque<Queued> queue_;  // guarded by mu_
-    bool stopping_ = false;     // guarded by mu_
-    bool paused_ = false;       // guarded by mu_
+    // A thread's own wake-up: sleeping threads wait each on its own, so that
+    // a job wakes the one that slept last (LIFO), not whichever the
+    // condition variable picks.
+    struct Sleeper {
+        std::condition_variable cv;
+        bool woken = false;  // guarded by mu_
+    };
+    // Under mu_: every sleeping thread taken off idle_, marked woken (to be
+    // notified after the lock is let go).
+    std::vector<Sleeper*> take_idle_locked();
+    std::vector<std::unique_ptr<Sleeper>> sleepers_;  // one per thread, made before the threads
+    std::vector<Sleeper*> idle_;                      // guarded by mu_: asleep, the latest last
+    std::deque<Queued> queue_;                        // guarded by mu_
+    bool stopping_ = false;                           // guarded by mu_
+    bool paused_ = false;                             // guarded by mu_
+    size_t ready_ = 0;  // guarded by mu_: threads awake and not in a job that may block
     std::vector<std::thread> threads_;
 };
 

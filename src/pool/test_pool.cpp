@@ -2,6 +2,7 @@
 // answer; the queue's bound, the jobs skipped because their client left, the
 // queue wait (mostly in manual mode, threads == 0, where run_next() decides
 // when each job runs); the cancel board; and how /metrics shows them.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -27,6 +28,29 @@ Completion response_for(SlotRef s) {
     c.slot = s;
     return c;
 }
+
+// Polls `done` for at most 5 s.
+template <class F>
+bool eventually(F done) {
+    for (auto end = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(1ms))
+        if (done()) return true;
+    return done();
+}
+
+// Holds a job until released; releases it on leaving scope too (declared after
+// the pool, so the pool's threads are let go before it joins them).
+struct Latch {
+    std::promise<void> promise;
+    std::shared_future<void> future = promise.get_future().share();
+    bool open = false;
+    void release() {
+        if (!open) promise.set_value();
+        open = true;
+    }
+    void wait() const { future.wait(); }
+    ~Latch() { release(); }
+};
 
 }  // namespace
 
@@ -146,4 +170,61 @@ TEST_CASE("pool: the queue wait runs from submit to the moment a thread takes th
     // At least the 30 ms queued; not the 50 ms the job ran on top of it.
     CHECK(pool.wait_ns.load() >= 30'000'000u);
     CHECK(pool.wait_ns.load() < 50'000'000u + 30'000'000u);
+}
+
+TEST_CASE(
+    "pool: a quick job queued while a thread is ready waits for that thread; no sleeper is woken",
+    "[pool]") {
+    Pool pool("mojo", 2);
+    REQUIRE(eventually([&] { return pool.sleeping() == 2; }));
+    Latch latch;
+    std::atomic<int> first{-1}, second{-1};
+    REQUIRE(pool.submit(
+                [&](size_t i) {
+                    first = static_cast<int>(i);
+                    latch.wait();
+                },
+                {}, true) == Admission::queued);
+    REQUIRE(eventually([&] { return first >= 0; }));
+    REQUIRE(pool.submit([&](size_t i) { second = static_cast<int>(i); }, {}, true) ==
+            Admission::queued);
+    // The thread in the first quick job looks at the queue next: the other
+    // sleeps on, and the second job waits.
+    std::this_thread::sleep_for(50ms);
+    CHECK(second == -1);
+    CHECK(pool.sleeping() == 1);
+    latch.release();
+    REQUIRE(eventually([&] { return second >= 0; }));
+    CHECK(second == first);
+}
+
+TEST_CASE("pool: a job queued behind one that may block wakes a sleeping thread", "[pool]") {
+    Pool pool("mojo", 2);
+    REQUIRE(eventually([&] { return pool.sleeping() == 2; }));
+    Latch latch;
+    std::atomic<int> slow{-1}, quick{-1};
+    REQUIRE(pool.submit([&](size_t i) {
+        slow = static_cast<int>(i);
+        latch.wait();
+    }) == Admission::queued);
+    REQUIRE(eventually([&] { return slow >= 0; }));
+    REQUIRE(pool.submit([&](size_t i) { quick = static_cast<int>(i); }, {}, true) ==
+            Admission::queued);
+    CHECK(eventually([&] { return quick >= 0; }));  // while the first still blocks
+    CHECK(quick != slow);
+    latch.release();
+}
+
+TEST_CASE("pool: the thread woken for a job is the one that went to sleep last", "[pool]") {
+    Pool pool("wsgi", 3);
+    REQUIRE(eventually([&] { return pool.sleeping() == 3; }));
+    std::vector<int> ran;
+    for (int k = 0; k < 6; ++k) {
+        std::atomic<int> at{-1};
+        REQUIRE(pool.submit([&](size_t i) { at = static_cast<int>(i); }) == Admission::queued);
+        REQUIRE(eventually([&] { return at >= 0 && pool.sleeping() == 3; }));
+        ran.push_back(at);
+    }
+    // Each job's thread was the last asleep when the next came: it ran them all.
+    CHECK(std::count(ran.begin(), ran.end(), ran.front()) == 6);
 }
