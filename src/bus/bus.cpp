@@ -21,6 +21,11 @@ std::string reason(const PublishResult& r) {
     return "refused";
 }
 
+std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f) {
+    return std::make_shared<const std::string>(f.raw ? f.data
+                                                     : sse::encode_event(f.id, f.event, f.data));
+}
+
 PublishResult check_publish(const std::string& channel, const std::string& event,
                             const std::string& data, size_t max_event_size, bool raw) {
     PublishResult r;

@@ -2,6 +2,7 @@
 // for the loop. Plain values, any thread.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -43,7 +44,15 @@ struct PublishFrame {
     // lines around it (the publisher formats its own stream). Still numbered
     // and kept in history like any event; `event` is empty.
     bool raw = false;
+    // The bytes a hold is written for it (wire_bytes), made once where it is
+    // numbered and shared by every lane, the history and every replay; null
+    // (a frame read from a shared bus): the hold table makes them.
+    std::shared_ptr<const std::string> wire;
 };
+
+// The bytes a hold is written for `f`: its SSE event (id:, event:, data:
+// lines), or a raw event's data as it is.
+std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f);
 
 using Frame = std::variant<HoldFrame, PublishFrame>;
 

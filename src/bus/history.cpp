@@ -9,7 +9,9 @@ void History::append(const PublishFrame& f, double now) {
     auto kept = std::make_shared<Kept>();
     kept->frame = f;
     kept->at = now;
-    kept->bytes = f.channel.size() + f.event.size() + f.data.size() + sizeof(Kept);
+    // What it keeps alive: the frame, and the bytes its holds are written.
+    kept->bytes = f.channel.size() + f.event.size() + f.data.size() + sizeof(Kept) +
+                  (f.wire ? f.wire->size() : 0);
     Channel& ch = channels_[f.channel];
     ch.events.push_back(kept);
     order_.push_back(kept);

@@ -428,6 +428,31 @@ TEST_CASE("bus lanes: every event reaches every lane in id order; an h frame onl
     CHECK(r.events[1].id == 3);
 }
 
+TEST_CASE(
+    "bus lanes: an event is encoded once where it is numbered; every lane, the history and every "
+    "replay share those bytes",
+    "[bus][channel][lanes]") {
+    BusChannel ch(BusOptions{}, 2);
+    REQUIRE(ch.publish("a", "x", "note").id == 1);
+    REQUIRE(ch.publish("a", "<p>raw</p>", "", true).id == 2);
+    std::deque<Frame> zero, one;
+    REQUIRE(ch.lane(0).drain(zero) == 2);
+    REQUIRE(ch.lane(1).drain(one) == 2);
+    const auto& first = std::get<PublishFrame>(zero[0]);
+    REQUIRE(first.wire);
+    CHECK(*first.wire == "id: 1\nevent: note\ndata: x\n\n");
+    CHECK(*std::get<PublishFrame>(zero[1]).wire == "<p>raw</p>");  // raw: as it is
+    CHECK(std::get<PublishFrame>(one[0]).wire.get() == first.wire.get());
+    std::vector<Replay> replays(3);
+    for (auto& r : replays) ch.lane(1).replay_later({"a"}, 0, 2, [&](Replay got) { r = got; });
+    for (const auto& r : replays) {
+        REQUIRE(r.events.size() == 2);
+        CHECK(r.events[0].wire.get() == first.wire.get());
+    }
+    // The history counts the bytes it keeps alive: the frame and its wire.
+    CHECK(ch.history_stats().bytes >= first.data.size() + first.wire->size() * 2);
+}
+
 TEST_CASE("bus lanes: a publish that one full lane cannot take is refused on every lane",
           "[bus][channel][lanes]") {
     BusChannel ch(BusOptions{.capacity = 2}, 2);

@@ -11,11 +11,9 @@ namespace m0::server {
 namespace {
 constexpr uint64_t kSlowReaderRetryMs = 1000;  // the retry hint a slow reader is sent
 
-// The bytes a hold is written for `f`: its SSE event, or a raw event's data as it is.
-SharedBytes encode(const bus::PublishFrame& f) {
-    return std::make_shared<const std::string>(f.raw ? f.data
-                                                     : sse::encode_event(f.id, f.event, f.data));
-}
+// The bytes a hold is written for `f`: shared when the bus made them (every
+// lane, replay and hold the same), made here for a frame from a shared bus.
+SharedBytes encode(const bus::PublishFrame& f) { return f.wire ? f.wire : bus::wire_bytes(f); }
 }  // namespace
 
 HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)

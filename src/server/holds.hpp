@@ -27,9 +27,15 @@
 // and mutes them from then on. begin_resync() (after the bus was down) puts a
 // hold back into that state, to be replayed from the last id it queued.
 //
-// Fan-out cost: publish() encodes an event once into SharedBytes, and every
+// Fan-out cost: an event is encoded once into SharedBytes, and every
 // hold's pending queue and every connection's output holds a reference to
-// those bytes, never a copy (HoldSink::write_shared). It iterates the
+// those bytes, never a copy (HoldSink::write_shared). The in-process bus
+// encodes it where it numbers it (PublishFrame::wire): every loop, the
+// history, and so every replay of it share the same bytes; a frame from a
+// shared bus comes without them and publish() encodes it once per loop. A
+// reconnect storm (2000 holds that do not read, each replayed 200 events of
+// 1000 bytes) grew the server by 139 KB a hold when each replay encoded its
+// events, 31 KB sharing them, and took 2.2 CPU seconds against 0.4. It iterates the
 // channel's subscriber list itself, not a copy: a write that drops a slow
 // reader (or releases a hold) defers the unsubscribe to the end of the loop
 // (unsub_later_), so the list does not change under the iteration.

@@ -379,6 +379,35 @@ TEST_CASE("holds: an event is encoded once and shared by every hold, never copie
     }
 }
 
+TEST_CASE(
+    "holds: a replayed event is written from the bytes its frame carries, shared by every hold",
+    "[holds][fanout]") {
+    Table t;
+    t.sink.keep = true;
+    bus::PublishFrame f = t.event(7, "x", "again");
+    f.wire = bus::wire_bytes(f);
+    bus::Replay r;
+    r.events = {f};
+    r.upto = 7;
+    for (SlotRef s : {kA, kB, kC}) {
+        t.metrics.holds_open.fetch_add(1);
+        t.table.open(s, 3, {"x"}, r);
+        REQUIRE(t.table.start(s, 0));
+        REQUIRE(t.sink.kept[key(s)].size() == 1);
+        CHECK(t.sink.kept[key(s)][0].get() == f.wire.get());
+    }
+    CHECK(*f.wire == "id: 7\ndata: again\n\n");
+    // A frame from a shared bus carries none: the table encodes it.
+    bus::Replay bare;
+    bare.events = {t.event(8, "x", "late")};
+    bare.upto = 8;
+    SlotRef d{4, 1};
+    t.metrics.holds_open.fetch_add(1);
+    t.table.open(d, 7, {"x"}, bare);
+    REQUIRE(t.table.start(d, 0));
+    CHECK(t.sink.sent[key(d)] == "id: 8\ndata: late\n\n");
+}
+
 TEST_CASE("holds: slow readers dropped in the middle of a publish leave the others their event",
           "[holds][fanout][limits]") {
     HoldConfig cfg;
