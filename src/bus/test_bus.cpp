@@ -429,6 +429,25 @@ TEST_CASE("bus lanes: every event reaches every lane in id order; an h frame onl
 }
 
 TEST_CASE(
+    "bus channel: a replay stops at the frame's stamp (upto): what was published after it comes "
+    "live, not twice",
+    "[bus][channel]") {
+    BusChannel ch(BusOptions{}, 1);
+    REQUIRE(ch.publish("a", "one").id == 1);
+    REQUIRE(ch.publish("a", "two").id == 2);
+    REQUIRE(ch.send(HoldFrame{"s", 0, 0, 0, {"a"}, "w"}));  // stamped upto = 2
+    REQUIRE(ch.publish("a", "three").id == 3);              // after the frame: live
+    std::deque<Frame> out;
+    REQUIRE(ch.drain(out) == 4);
+    const auto& frame = std::get<HoldFrame>(out[2]);
+    CHECK(frame.upto == 2);
+    Replay r = ch.replay({"a"}, 0, frame.upto);
+    REQUIRE(r.events.size() == 2);
+    CHECK(r.events[1].id == 2);
+    CHECK(r.upto == 2);
+}
+
+TEST_CASE(
     "bus lanes: an event is encoded once where it is numbered; every lane, the history and every "
     "replay share those bytes",
     "[bus][channel][lanes]") {
