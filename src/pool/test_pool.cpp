@@ -39,16 +39,17 @@ bool eventually(F done) {
 }
 
 // Holds a job until released; releases it on leaving scope too (declared after
-// the pool, so the pool's threads are let go before it joins them).
+// the pool, so the pool's threads are let go before it joins them). A job
+// waits on its own copy of `opened`: the latch may be gone before the job
+// has returned from its wait.
 struct Latch {
     std::promise<void> promise;
-    std::shared_future<void> future = promise.get_future().share();
+    std::shared_future<void> opened = promise.get_future().share();
     bool open = false;
     void release() {
         if (!open) promise.set_value();
         open = true;
     }
-    void wait() const { future.wait(); }
     ~Latch() { release(); }
 };
 
@@ -180,9 +181,9 @@ TEST_CASE(
     Latch latch;
     std::atomic<int> first{-1}, second{-1};
     REQUIRE(pool.submit(
-                [&](size_t i) {
+                [&first, opened = latch.opened](size_t i) {
                     first = static_cast<int>(i);
-                    latch.wait();
+                    opened.wait();
                 },
                 {}, true) == Admission::queued);
     REQUIRE(eventually([&] { return first >= 0; }));
@@ -203,9 +204,9 @@ TEST_CASE("pool: a job queued behind one that may block wakes a sleeping thread"
     REQUIRE(eventually([&] { return pool.sleeping() == 2; }));
     Latch latch;
     std::atomic<int> slow{-1}, quick{-1};
-    REQUIRE(pool.submit([&](size_t i) {
+    REQUIRE(pool.submit([&slow, opened = latch.opened](size_t i) {
         slow = static_cast<int>(i);
-        latch.wait();
+        opened.wait();
     }) == Admission::queued);
     REQUIRE(eventually([&] { return slow >= 0; }));
     REQUIRE(pool.submit([&](size_t i) { quick = static_cast<int>(i); }, {}, true) ==
