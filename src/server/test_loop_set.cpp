@@ -38,9 +38,9 @@ struct HoldMount {
     }
 };
 
-// Listening TCP sockets on 127.0.0.1:port, from /proc/net/tcp.
-// Listening TCP sockets of this process on 127.0.0.1:port (another process's
-// on the same port, which SO_REUSEPORT allows, are not counted).
+// Listening TCP sockets of this process on 127.0.0.1:port, from /proc/net/tcp
+// matched by inode to /proc/self/fd (another process's on the same port,
+// which SO_REUSEPORT allows, are not counted).
 int listening_sockets(uint16_t port) {
     std::set<std::string> mine;  // inodes of this process's sockets
     for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
