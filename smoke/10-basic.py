@@ -528,7 +528,7 @@ def phase27(ctx):
     check("no.such" in line, "the one line does not name the module: %r" % line)
 
 
-@smoke.phase(28, "bad flags exit 2 with one line on stderr: port in use")
+@smoke.phase(28, "bad flags exit 2 with one line on stderr: port in use, also by another process's SO_REUSEPORT socket")
 def phase28(ctx):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -536,6 +536,20 @@ def phase28(ctx):
         s.listen(1)
         port = s.getsockname()[1]
         bad_flag(ctx, ["--listen", "127.0.0.1:%d" % port] + DJANGO_ARGS, "port-in-use")
+    finally:
+        s.close()
+    # Another server with several loops holds its port with SO_REUSEPORT,
+    # which this one's loops would take too: refused before they bind.
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((HOST, 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        for loops in ("1", "2"):
+            line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % port, "--loops", loops] + DJANGO_ARGS,
+                            "port-shared-loops" + loops)
+            check("another process listens on it" in line, "--loops %s: the one line: %r" % (loops, line))
     finally:
         s.close()
 

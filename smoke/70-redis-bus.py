@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, ROOT, Fail, Smoke, check, check_error, check_hold_head, event_bytes, leave,
+    DJANGO_ARGS, ROOT, Fail, Smoke, check, check_error, check_hold_head, event_bytes, free_port, leave,
     metric, metrics, parse_block, publish_admin, read_head_body, short, sse_blocks, wait_for,
     wait_metric)
 from m0redis import RedisServer  # noqa: E402
@@ -337,14 +337,30 @@ def phase9(ctx):
     rc, _, err = ctx.run_binary(DJANGO_ARGS + ["--workers", "2", "--realtime"])
     check(rc == 2 and "needs a shared bus" in err, "--workers 2 --realtime without --bus: rc %r, %s" % (
         rc, short(err)))
-    # A port in use: each worker fails to bind it, and the parent gives up.
-    blocker = __import__("socket").socket()
+    sock = __import__("socket")
+    # A client port another process listens on, with SO_REUSEPORT as a
+    # second m0serve would: the parent refuses it before any worker binds,
+    # in one line (the workers would otherwise join that port).
+    blocker = sock.socket()
+    blocker.setsockopt(sock.SOL_SOCKET, sock.SO_REUSEPORT, 1)
     blocker.bind(("127.0.0.1", 0))
     blocker.listen(1)
     port = blocker.getsockname()[1]
     rc, _, err = ctx.run_binary(DJANGO_ARGS + ["--workers", "2", "--listen", "127.0.0.1:%d" % port])
     blocker.close()
-    check(rc == 2 and "could not start" in err, "--workers 2 on a port in use: rc %r, stderr %s" % (rc, short(err)))
+    lines = [l for l in err.splitlines() if l.strip()]
+    check(rc == 2 and len(lines) == 1 and "another process listens on it" in err,
+          "--workers 2 on a port in use: rc %r, stderr %s" % (rc, short(err)))
+    # An admin port in use: worker 0 fails to bind it, and the parent stops them all.
+    blocker = sock.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen(1)
+    admin_port = blocker.getsockname()[1]
+    rc, _, err = ctx.run_binary(DJANGO_ARGS + ["--workers", "2", "--listen", "127.0.0.1:%d" % free_port(),
+                                               "--admin-listen", "127.0.0.1:%d" % admin_port, "--admin-open"])
+    blocker.close()
+    check(rc == 2 and "could not start" in err, "--workers 2 on an admin port in use: rc %r, stderr %s" % (
+        rc, short(err)))
 
 
 def children(pid):

@@ -580,6 +580,12 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
     if (std::string err; !proc::systemd_sockets(o.systemd_fds, err)) die(err);
     if (!o.systemd_fds.empty() && o.check) o.systemd_fds.clear();  // --check binds its own
     std::string package_dir = find_package_dir(std::move(python_package_dir));
+    // Before anything binds: with SO_REUSEPORT (several loops or workers) a
+    // port another process serves would be joined, not refused.
+    if (o.systemd_fds.empty())
+        for (const auto& l : o.listens)
+            if (std::string err; l.path.empty() && !server::check_port_free(l.host, l.port, err))
+                die(err);
     // --check loads and binds once, in this process, with no workers.
     if (o.workers > 1 && !o.check)
         return proc::supervise(o.workers,

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "loop/log.hpp"
 #include "server/conn.hpp"
@@ -40,6 +41,32 @@ std::string host_of(const sockaddr_storage& ss) {
     else if (ss.ss_family == AF_INET)
         inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
     return buf;
+}
+
+struct AddrinfoFree {
+    void operator()(addrinfo* a) const { freeaddrinfo(a); }
+};
+using Addrinfo = std::unique_ptr<addrinfo, AddrinfoFree>;
+
+// `host_in` ("127.0.0.1", "localhost", "::1" or "[::1]") and `port` as the
+// address to bind (the first getaddrinfo gives); `host` gets the name
+// without brackets. Null with `err` set when it does not resolve.
+Addrinfo resolve(const std::string& host_in, uint16_t port, std::string& host, std::string& err) {
+    host = host_in;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    std::string service = std::to_string(port);
+    if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0 || !res) {
+        err = "cannot resolve " + host_in + ": " + gai_strerror(rc);
+        if (res) freeaddrinfo(res);
+        return nullptr;
+    }
+    return Addrinfo(res);
 }
 
 // Whether something accepts on the unix socket at `addr`.
@@ -74,28 +101,42 @@ bool Server::add_listener(std::unique_ptr<Listener> l, int fd, std::string& err)
     return true;
 }
 
-bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::string& err) {
-    // "127.0.0.1", "localhost", "::1" or "[::1]".
-    std::string host = host_in;
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-        host = host.substr(1, host.size() - 2);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    std::string service = std::to_string(port);
-    if (int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0 || !res) {
-        err = "cannot resolve " + host_in + ": " + gai_strerror(rc);
+bool check_port_free(const std::string& host_in, uint16_t port, std::string& err) {
+    std::string host;
+    auto res = resolve(host_in, port, host, err);
+    if (!res) return false;
+    int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        err = "cannot listen on " + host_in + ":" + std::to_string(port) + ": " +
+              std::strerror(errno);
         return false;
     }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    bool free = ::bind(fd, res->ai_addr, res->ai_addrlen) == 0;
+    int saved = errno;
+    ::close(fd);
+    if (!free)
+        err = "cannot listen on " + host_in + ":" + std::to_string(port) + ": " +
+              std::strerror(saved) +
+              (saved == EADDRINUSE ? " (another process listens on it)" : "");
+    return free;
+}
+
+bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::string& err) {
+    std::string host;
+    auto res = resolve(host_in, port, host, err);
+    if (!res) return false;
+    // The admin listener is bound once, by one loop of one process: never
+    // SO_REUSEPORT, which would let another process share its port.
+    const bool reuse_port = cfg_.reuse_port && !admin;
     auto* ev =
         evconnlistener_new_bind(loop_.base(), on_accept, nullptr,
                                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
-                                    (cfg_.reuse_port ? LEV_OPT_REUSEABLE_PORT : 0),
+                                    (reuse_port ? LEV_OPT_REUSEABLE_PORT : 0),
                                 kBacklog, res->ai_addr, static_cast<int>(res->ai_addrlen));
     int saved = errno;
-    freeaddrinfo(res);
+    res.reset();
     if (!ev) {
         err = "cannot listen on " + host_in + ":" + std::to_string(port) + ": " +
               std::strerror(saved);
@@ -106,7 +147,7 @@ bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::
     l->ev = ev;
     l->admin = admin;
     l->host = host;
-    l->reuse_port = cfg_.reuse_port;
+    l->reuse_port = reuse_port;
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     getsockname(evconnlistener_get_fd(ev), reinterpret_cast<sockaddr*>(&bound), &len);

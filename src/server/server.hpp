@@ -94,7 +94,7 @@ struct ServerConfig {
     http::TrustedProxies forwarded_allow;
     // --cors-origin, --cors-credentials: the CORS fields of hold heads (none by default).
     http::CorsPolicy cors;
-    bool reuse_port = false;  // --workers: every worker binds the listeners (SO_REUSEPORT)
+    bool reuse_port = false;  // --loops, --workers: the client listeners take SO_REUSEPORT
     std::string server_header = "m0serve/" M0_VERSION;
 };
 
@@ -102,6 +102,17 @@ struct ServerConfig {
 // (the server answers 503: "server is shutting down", or "too many queued
 // requests" with Retry-After).
 using SubmitFn = std::function<Admission(SlotRef, http::Request&&)>;
+
+// Before the first of several sockets binds `host:port` with SO_REUSEPORT
+// (--loops, --workers): false, with `err` set, when a socket already listens
+// there. SO_REUSEPORT lets any process of the same user join a port, and the
+// kernel then hands it a share of the connections: a second m0serve started
+// on the port would serve some of the clients and fail none. The check binds
+// a socket of its own without SO_REUSEPORT, which the kernel refuses while
+// anything listens on the port (with SO_REUSEADDR, so that connections left
+// in TIME_WAIT by a process that has exited do not count), and closes it.
+// Any thread.
+bool check_port_free(const std::string& host, uint16_t port, std::string& err);
 
 class Server final : private HoldSink {
   public:

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/test_rig.hpp"
@@ -1071,6 +1072,87 @@ TEST_CASE("server: max_connections is enforced on the listener with a 503", "[ht
         CHECK_FALSE(err2.empty());
         CHECK_FALSE(other.listen("not-an-address", 0, false, err2));
     }
+}
+
+namespace {
+// A TCP socket listening on 127.0.0.1:`port` (0: any) with SO_REUSEPORT,
+// as a server with several loops or workers binds its port; -1 if it fails.
+int reuseport_listener(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 8) != 0) {
+        ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+uint16_t port_of_fd(int fd) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin_port);
+}
+}  // namespace
+
+TEST_CASE(
+    "server: a port another process listens on with SO_REUSEPORT is refused before the loops "
+    "bind it; one left in TIME_WAIT is free; the admin listener never shares its port",
+    "[http][server]") {
+    std::string err;
+    int other = reuseport_listener(0);
+    REQUIRE(other >= 0);
+    const uint16_t port = port_of_fd(other);
+
+    // Without the check, a server with several loops would join that port.
+    ServerConfig shared;
+    shared.reuse_port = true;
+    Rig joiner(shared);
+    CHECK(joiner.server->listen("127.0.0.1", port, false, err));
+    CHECK_FALSE(check_port_free("127.0.0.1", port, err));
+    CHECK(err == "cannot listen on 127.0.0.1:" + std::to_string(port) +
+                     ": Address already in use (another process listens on it)");
+
+    SECTION("a connection left in TIME_WAIT after its listener closed does not count") {
+        joiner.server.reset();  // its listener closes: every connection reaches `other`
+        auto c = tcp_connect(port);
+        int accepted = -1;
+        for (int i = 0; i < 400 && accepted < 0; ++i) {
+            accepted = ::accept4(other, nullptr, nullptr, SOCK_CLOEXEC);
+            if (accepted < 0) std::this_thread::sleep_for(5ms);
+        }
+        REQUIRE(accepted >= 0);
+        ::close(accepted);  // the listening side closes first: TIME_WAIT on `port`
+        c.reset();
+        ::close(other);
+        other = -1;
+        err.clear();
+        const bool free = check_port_free("127.0.0.1", port, err);
+        INFO(err);
+        CHECK(free);
+    }
+    SECTION("the admin listener of a server with several loops is bound without SO_REUSEPORT") {
+        Rig admin_rig(shared);
+        REQUIRE(admin_rig.server->listen("127.0.0.1", 0, true, err));
+        const uint16_t admin_port = admin_rig.server->bound_port(true);
+        REQUIRE(admin_port != 0);
+        int intruder = reuseport_listener(admin_port);
+        CHECK(intruder < 0);
+        if (intruder >= 0) ::close(intruder);
+        // A client listener of that server does take SO_REUSEPORT: its
+        // other loops join it.
+        REQUIRE(admin_rig.server->listen("127.0.0.1", 0, false, err));
+        int sibling = reuseport_listener(admin_rig.server->bound_port(false));
+        CHECK(sibling >= 0);
+        if (sibling >= 0) ::close(sibling);
+    }
+    if (other >= 0) ::close(other);
 }
 
 namespace {
