@@ -19,7 +19,10 @@ for the servers' RSS and CPU)
                        (smoke/bench_pushpin.py)
 
     steady   N holds on 10 channels, 20 events/s for --seconds: RSS per hold,
-             p50/p99 publish-to-receive, CPU seconds per million deliveries
+             p50/p99 publish-to-receive, CPU seconds per million deliveries;
+             the driver's own CPU per million deliveries, and per event (to
+             read its holds/channels deliveries: on shared cores, a floor
+             under the p99 that no server can go below)
     burst    1000 holds on one channel, 1000 events back to back:
              deliveries/s, CPU seconds per million deliveries
 
@@ -227,6 +230,11 @@ def run_holds(args, run, plan, servers, out, results):
                 finally:
                     srv.stop()
             fig["delivered_pct"] = 100.0 * fig["delivered"] / fig["expected"] if fig["expected"] else None
+            # The driver's own CPU to read one event's deliveries (holds /
+            # channels of them): the last is read no sooner than this after
+            # the first arrives, whatever the server, on cores it shares.
+            if fig.get("driver_cpu_s_per_1m") is not None:
+                fig["driver_ms_per_event"] = fig["driver_cpu_s_per_1m"] / 1e3 * holds / channels
             record(out, results, ("holds", mode, holds, kind), fig, run=run, part="holds", mode=mode,
                    server=kind)
             print("bench: run %d %s %d holds %-17s p99 %.1f ms, %.0f deliveries/s, %.2f CPU s/1M, "
@@ -268,7 +276,8 @@ def table_holds(args, plan, servers, results):
     print(("%-7s %6s  %-19s" + " %11s" * len(cols)) % tuple(["mode", "holds", "measure"] + cols))
     for mode, holds, _ in plan:
         keys = ["deliveries_per_s", "cpu_s_per_1m", "delivered_pct"] if mode == "burst" else [
-            "rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m", "delivered_pct"]
+            "rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m", "delivered_pct",
+            "driver_cpu_s_per_1m", "driver_ms_per_event"]
         for key in keys:
             med = {k: median(results.get(("holds", mode, holds, k), []), key) for k in servers}
             tkey = "burst_cpu_s_per_1m" if (mode, key) == ("burst", "cpu_s_per_1m") else key

@@ -155,6 +155,15 @@ double cpu_seconds(const std::vector<int>& pids) {
     return sum;
 }
 
+// This process's own CPU seconds (user and system): what reading the
+// deliveries costs the driver, on the same cores as the server.
+double own_cpu_seconds() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 // ---- the run -----------------------------------------------------------
 
 struct Options {
@@ -200,6 +209,7 @@ struct Run {
     std::vector<uint32_t> latency_us;
     std::vector<int> pids;
     double cpu_before = 0;
+    double own_cpu_before = 0;  // own_cpu_seconds() when publishing began
     int64_t rss_before = 0, rss_holds = 0;
     event* tick = nullptr;
 };
@@ -444,6 +454,7 @@ void start_publishing(Run& r) {
     r.rss_holds = rss_bytes(r.pids);
     r.pids = with_descendants(r.o.server_pids);
     r.cpu_before = cpu_seconds(r.pids);
+    r.own_cpu_before = own_cpu_seconds();
     r.total_events = r.o.burst > 0 ? r.o.burst : int(r.o.rate * r.o.seconds);
     r.per_channel.assign(size_t(r.o.channels), 0);
     r.latency_us.reserve(size_t(r.total_events) * size_t(r.opened) + 16);
@@ -584,6 +595,7 @@ int main(int argc, char** argv) {
     event_base_dispatch(r.base);
     const double open_s = double(r.first_publish ? r.first_publish - t_open : 0) / 1e9;
     const double cpu = cpu_seconds(r.pids) - r.cpu_before;
+    const double own_cpu = r.first_publish ? own_cpu_seconds() - r.own_cpu_before : 0.0;
     const uint64_t want = expected(r);
     const double span = double(r.last_delivery - r.first_publish) / 1e9;
     std::vector<uint32_t> lat = r.latency_us;
@@ -593,7 +605,8 @@ int main(int argc, char** argv) {
         "\"rss_per_hold_bytes\": %.0f, \"events\": %d, \"publish_errors\": %d, "
         "\"delivered\": %llu, \"expected\": %llu, \"duplicates\": %llu, \"out_of_order\": %llu, "
         "\"foreign\": %llu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, "
-        "\"deliveries_per_s\": %.0f, \"cpu_s\": %.3f, \"cpu_s_per_1m\": %.3f}\n",
+        "\"deliveries_per_s\": %.0f, \"cpu_s\": %.3f, \"cpu_s_per_1m\": %.3f, "
+        "\"driver_cpu_s\": %.3f, \"driver_cpu_s_per_1m\": %.3f}\n",
         json_escape(r.o.label).c_str(), r.o.holds, r.opened, r.failed, r.dropped, open_s,
         r.opened ? double(r.rss_holds - r.rss_before) / r.opened : 0.0, r.published,
         r.publish_errors, static_cast<unsigned long long>(r.delivered),
@@ -602,7 +615,8 @@ int main(int argc, char** argv) {
         percentile(lat, 0.5), percentile(lat, 0.99),
         lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end()) / 1000.0,
         span > 0 ? double(r.delivered) / span : 0.0, cpu,
-        r.delivered ? cpu / double(r.delivered) * 1e6 : 0.0);
+        r.delivered ? cpu / double(r.delivered) * 1e6 : 0.0, own_cpu,
+        r.delivered ? own_cpu / double(r.delivered) * 1e6 : 0.0);
     // 0 only for a clean run: every stream open and kept, every event
     // delivered to each once and in order.
     const bool clean = r.opened == r.o.holds && r.dropped == 0 && want > 0 && r.delivered == want &&
