@@ -7,11 +7,21 @@ namespace m0::bus {
 void History::append(const PublishFrame& f, double now) {
     if (limits_.per_channel == 0) return;
     auto kept = std::make_shared<Kept>();
-    kept->frame = f;
     kept->at = now;
+    if (f.wire) {
+        // A replay writes only the wire bytes (shared with the live
+        // fan-out): the event's text is not kept twice.
+        kept->frame.id = f.id;
+        kept->frame.channel = f.channel;
+        kept->frame.raw = f.raw;
+        kept->frame.wire = f.wire;
+    } else {
+        kept->frame = f;
+    }
     // What it keeps alive: the frame, and the bytes its holds are written.
-    kept->bytes = f.channel.size() + f.event.size() + f.data.size() + sizeof(Kept) +
-                  (f.wire ? f.wire->size() : 0);
+    const PublishFrame& k = kept->frame;
+    kept->bytes = k.channel.size() + k.event.size() + k.data.size() + sizeof(Kept) +
+                  (k.wire ? k.wire->size() : 0);
     Channel& ch = channels_[f.channel];
     ch.events.push_back(kept);
     order_.push_back(kept);

@@ -34,9 +34,12 @@ struct HistoryLimits {
 
 // What a hold is replayed, merged across its channels in id order.
 struct Replay {
-    std::vector<PublishFrame> events;  // ids in (after, upto]
-    bool gap = false;                  // some event after `after` is no longer kept
-    uint64_t oldest = 0;               // the lowest id kept on those channels (0: none)
+    // ids in (after, upto]. An event that came with its wire bytes (the
+    // in-process bus) is kept and replayed as its id, channel, raw flag and
+    // those bytes only: `event` and `data` are empty.
+    std::vector<PublishFrame> events;
+    bool gap = false;     // some event after `after` is no longer kept
+    uint64_t oldest = 0;  // the lowest id kept on those channels (0: none)
     // Every id up to here was looked at: a live event at or below it is in
     // `events` already (or lost to the gap this replay reports).
     uint64_t upto = 0;

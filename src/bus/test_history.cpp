@@ -110,6 +110,37 @@ TEST_CASE("history: many evictions on one busy channel keep memory to what is ke
           std::vector<uint64_t>{1, 9996, 9997, 9998, 9999});
 }
 
+TEST_CASE(
+    "history: an event that comes with its wire bytes is kept as those bytes, not its text "
+    "twice; one without (from a shared bus) keeps its text",
+    "[bus][history]") {
+    const std::string data(1000, 'd');
+    History h;
+    PublishFrame f = ev(7, "a", data);
+    f.event = "tick";
+    f.wire = wire_bytes(f);
+    const size_t wire = f.wire->size();
+    REQUIRE(wire > data.size());
+    h.append(f, 0);
+    // The channel's name, the entry and the wire: not the data again.
+    CHECK(h.bytes() < wire + 200);
+    auto r = h.replay({"a"}, 0, 7, 0);
+    REQUIRE(r.events.size() == 1);
+    CHECK(r.events[0].id == 7);
+    CHECK(r.events[0].channel == "a");
+    CHECK(r.events[0].wire == f.wire);  // the same bytes, not a copy
+    CHECK(r.events[0].data.empty());
+    CHECK(r.events[0].event.empty());
+
+    History bare;
+    bare.append(ev(8, "a", data), 0);
+    CHECK(bare.bytes() > data.size());
+    auto b = bare.replay({"a"}, 0, 8, 0);
+    REQUIRE(b.events.size() == 1);
+    CHECK(b.events[0].data == data);
+    CHECK_FALSE(b.events[0].wire);
+}
+
 TEST_CASE("history: with --history 0 nothing is kept", "[bus][history]") {
     History h(HistoryLimits{.per_channel = 0});
     h.append(ev(1, "a"), 0);
