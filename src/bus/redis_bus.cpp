@@ -148,6 +148,11 @@ RedisBus::RedisBus(Loop& loop, RedisBusOptions options)
     });
     sweep_timer_ = std::make_unique<Timer>(
         loop_, [this] { sweep(); }, true);
+    read_timer_ = std::make_unique<Timer>(loop_, [this] {
+        auto reads = std::move(reads_);
+        reads_.clear();
+        for (auto& [key, req] : reads) send_read(req);
+    });
 }
 
 RedisBus::~RedisBus() {
@@ -364,6 +369,8 @@ void RedisBus::link_lost(const redisAsyncContext* ac, const std::string& why) {
     up_.store(false);
     connect_timer_->stop();
     channels_.clear();
+    reads_.clear();  // not sent: the resync asks again
+    read_timer_->stop();
     ops_.clear();
     op_in_flight_ = false;
     if (down_since_ == 0) down_since_ = monotonic_seconds();

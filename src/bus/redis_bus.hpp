@@ -27,6 +27,16 @@
 // subscription took effect arrives live; everything published before the
 // read is in the streams; the hold mutes live ids <= upto, so each event
 // reaches it once, in id order (HoldTable::replayed).
+// A reconnect storm (thousands of holds back with the same Last-Event-ID)
+// asks the same replay thousands of times. A read is not sent at once: it
+// waits for the end of the loop's turn (a drained queue of h frames asks
+// for many), and a request with the same channels and cursor meanwhile
+// joins it. That keeps the seam: each request's hold listens for live
+// events, and each of its channels is subscribed, before the read it joined
+// is sent. A read already sent is never joined: a hold that began listening
+// after it could miss what was published between that read and its start.
+// The read's events are encoded once (PublishFrame::wire) and every hold
+// that joined shares them: one XRANGE, and one copy of the bytes, a turn.
 // Gaps (m0-reset): a cursor below a channel's mark (the newest id trimmed
 // from its stream), or below the epoch (the first id this Redis's data has:
 // Redis lost its data), or any cursor when the counter does not exist.
@@ -124,8 +134,11 @@ class RedisBus final : public Bus {
     struct ReplayRequest {
         std::vector<std::string> channels;  // distinct
         uint64_t after = 0;
-        ReplayDone done;
+        // This request's, then those of the identical requests that joined
+        // its read.
+        std::vector<ReplayDone> done;
         size_t waiting = 0;  // channels whose SUBSCRIBE is not yet answered
+        std::string key;     // in reads_: the sorted channels and the cursor
     };
     struct ChannelState {
         enum class Sub { subscribing, subscribed, unsubscribing } sub = Sub::subscribing;
@@ -153,7 +166,10 @@ class RedisBus final : public Bus {
     void raise_position(uint64_t id);
     void on_subscribed(const std::string& channel);
     void pump_ops();
+    // A request whose channels are subscribed: joins the read of this turn
+    // with its key, or makes it.
     void read_replay(const std::shared_ptr<ReplayRequest>& req);
+    void send_read(const std::shared_ptr<ReplayRequest>& req);
     void sweep();
     void at(RedisPoint p) const {
         if (opt_.hook) opt_.hook(p);
@@ -184,12 +200,15 @@ class RedisBus final : public Bus {
     bool outage_logged_ = false;  // one warning an outage
     double backoff_ = 0;
     std::unordered_map<std::string, ChannelState> channels_;  // by m0 channel name
+    // Replay reads to send at the end of this turn (read_timer_), by key:
+    // a request with the same key joins one.
+    std::unordered_map<std::string, std::shared_ptr<ReplayRequest>> reads_;
     std::deque<Op> ops_;
     bool op_in_flight_ = false;
     bool frames_lost_ = false;  // a message did not fit the local queue: resync
     // reconnect_timer_: the next attempt; connect_timer_: an attempt that
     // hangs (hiredis's async connect has no timeout of its own).
-    std::unique_ptr<Timer> reconnect_timer_, connect_timer_, sweep_timer_;
+    std::unique_ptr<Timer> reconnect_timer_, connect_timer_, sweep_timer_, read_timer_;
 };
 
 }  // namespace m0::bus

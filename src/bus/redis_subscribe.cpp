@@ -29,7 +29,7 @@ void RedisBus::replay_later(const std::vector<std::string>& channels, uint64_t a
         if (std::find(req->channels.begin(), req->channels.end(), c) == req->channels.end())
             req->channels.push_back(c);
     req->after = after;
-    req->done = std::move(done);
+    req->done.push_back(std::move(done));
     // The read waits until every channel is subscribed: from then on each
     // event reaches this process live, and the read finds every earlier one.
     for (const auto& c : req->channels) {
@@ -128,6 +128,23 @@ void RedisBus::on_subscribed(const std::string& channel) {
 
 void RedisBus::read_replay(const std::shared_ptr<ReplayRequest>& req) {
     if (!cmd_) return;  // dropped: the resync asks again
+    std::vector<std::string> sorted = req->channels;
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& c : sorted) {
+        req->key += c;
+        req->key += '\n';
+    }
+    req->key += std::to_string(req->after);
+    if (auto it = reads_.find(req->key); it != reads_.end()) {
+        for (auto& d : req->done) it->second->done.push_back(std::move(d));
+        return;
+    }
+    reads_.emplace(req->key, req);
+    if (!read_timer_->pending()) read_timer_->start(0);  // after this turn's callbacks
+}
+
+void RedisBus::send_read(const std::shared_ptr<ReplayRequest>& req) {
+    if (!cmd_) return;  // dropped: the resync asks again
     // One transaction: the counter, the epoch, the marks and the streams all
     // at one instant, so `upto` divides replayed from live for every channel.
     const std::string from = std::to_string(req->after + 1) + "-0";
@@ -154,6 +171,12 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
     auto* r = static_cast<redisReply*>(reply);
     if (!r || self->closing_) return;  // the link went: the resync asks again
     ReplayRequest& req = **owned;
+    // Every request that joined this read is answered with it.
+    auto answer = [&req](Replay&& out) {
+        auto done = std::move(req.done);
+        for (size_t i = 0; i + 1 < done.size(); ++i) done[i](Replay(out));
+        if (!done.empty()) done.back()(std::move(out));
+    };
     const size_t n = req.channels.size();
     Replay out;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 + 2 * n) {
@@ -162,7 +185,7 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
                r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "unexpected reply");
         out.gap = true;
         out.upto = self->last_id_.load();
-        req.done(std::move(out));
+        answer(std::move(out));
         return;
     }
     const uint64_t after = req.after;
@@ -190,7 +213,13 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
                 if (name == "d") f.data = std::move(value);
                 if (name == "r") f.raw = value == "1";
             }
-            if (f.id > after && f.id <= out.upto) out.events.push_back(std::move(f));
+            if (f.id <= after || f.id > out.upto) continue;
+            // Encoded once for every hold this read answers; the bytes are
+            // all a replay writes (see Replay).
+            f.wire = wire_bytes(f);
+            f.event.clear();
+            f.data.clear();
+            out.events.push_back(std::move(f));
         }
     }
     // Merged across channels in id order.
@@ -198,7 +227,7 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
               [](const PublishFrame& a, const PublishFrame& b) { return a.id < b.id; });
     if (!out.events.empty()) out.oldest = out.events.front().id;
     self->raise_position(out.upto);
-    req.done(std::move(out));
+    answer(std::move(out));
     self->at(RedisPoint::replayed);
 }
 
