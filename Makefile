@@ -215,12 +215,13 @@ BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plu
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
 BENCH_PARTS    ?= holds,requests,head
+BENCH_STORM    ?= 2000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
 
 bench: deps build fixtures-db bench-deps
 	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --parts $(BENCH_PARTS) \
-	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS)
+	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS) --storm-holds $(BENCH_STORM)
 
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build

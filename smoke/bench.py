@@ -25,6 +25,13 @@ for the servers' RSS and CPU)
              under the p99 that no server can go below)
     burst    1000 holds on one channel, 1000 events back to back:
              deliveries/s, CPU seconds per million deliveries
+    storm    a reconnect storm (not Pushpin, which keeps no history): 200
+             events of 1000 bytes on one channel, then --storm-holds streams
+             open at once with Last-Event-ID the first's id, each replayed
+             the other 199 from the server's history (m0serve --history,
+             nchan's message buffer, both 200): the server's RSS growth per
+             stream at its peak, each stream's catch-up time (connect to last
+             event) p50/p99, replayed deliveries/s, CPU per million
 
 requests (wrk -t2 -c50 --latency, smoke/bench_wrk.py): Django's index page
 and /hello under m0serve, gunicorn (gthread) and uWSGI, four threads each;
@@ -94,7 +101,7 @@ class Server:
     """One server under test, started fresh in its own temporary folder and
     stopped by its PID."""
 
-    def __init__(self, kind, binary, holds, tmp):
+    def __init__(self, kind, binary, holds, tmp, history=None):
         self.kind, self.tmp = kind, tmp
         self.port, self.pub_port, rport = free_ports(3)
         key = secrets.token_hex(24)
@@ -114,6 +121,8 @@ class Server:
                    "--admin-listen", "127.0.0.1:%d" % self.pub_port, "--admin-key-file", keyfile,
                    "--max-connections", str(holds + 256), "--max-holds", str(holds + 64),
                    "--log-level", "warn"]
+            if history:
+                cmd += ["--history", str(history)]
             if kind == "m0-redis2":
                 cmd += ["--workers", "2", "--bus", "redis://127.0.0.1:%d/0" % rport,
                         "--mount", "/native=mojo"]
@@ -133,7 +142,8 @@ class Server:
             conf = os.path.join(tmp, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(NGINX_CONF % {"module": NCHAN_MODULE, "tmp": tmp, "port": self.port,
-                                      "conns": holds + 1024})
+                                      "conns": holds + 1024,
+                                      "buffer": "nchan_message_buffer_length %d;" % history if history else ""})
             cmd = ["nginx", "-c", conf, "-p", tmp, "-g", "daemon off;"]
             self.url = "http://127.0.0.1:%d/sub/{ch}" % self.port
             self.publish = ["--publish-url", "http://127.0.0.1:%d/pub/{ch}" % self.port]
@@ -180,8 +190,8 @@ http {
     scgi_temp_path %(tmp)s/scgi;
     server {
         listen 127.0.0.1:%(port)d;
-        location ~ ^/sub/(\\w+)$ { nchan_subscriber eventsource; nchan_channel_id $1; }
-        location ~ ^/pub/(\\w+)$ { nchan_publisher; nchan_channel_id $1; }
+        location ~ ^/sub/(\\w+)$ { nchan_subscriber eventsource; nchan_channel_id $1; %(buffer)s }
+        location ~ ^/pub/(\\w+)$ { nchan_publisher; nchan_channel_id $1; %(buffer)s }
     }
 }
 """
@@ -195,8 +205,12 @@ def drive(args, srv, holds, channels, mode):
     cmd += srv.publish
     if getattr(srv, "connecting", None):
         cmd += ["--connecting", str(srv.connecting)]
-    cmd += ["--burst", str(args.burst)] if mode == "burst" else [
-        "--rate", str(args.rate), "--seconds", str(args.seconds)]
+    if mode == "burst":
+        cmd += ["--burst", str(args.burst)]
+    elif mode == "storm":
+        cmd += ["--storm", str(args.storm_events), "--pad", str(args.storm_pad)]
+    else:
+        cmd += ["--rate", str(args.rate), "--seconds", str(args.seconds)]
     out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
     try:
         fig = json.loads(out.stdout.decode().strip().splitlines()[-1])
@@ -207,10 +221,15 @@ def drive(args, srv, holds, channels, mode):
     return fig
 
 
-def make_server(kind, binary, holds, tmp):
+def make_server(kind, binary, holds, tmp, history=None):
     if kind.startswith("pushpin"):
         return PushpinServer(kind, holds, tmp)
-    return Server(kind, binary, holds, tmp)
+    return Server(kind, binary, holds, tmp, history)
+
+
+def plan_servers(mode, servers):
+    """A storm needs a history to replay from: Pushpin keeps none."""
+    return [k for k in servers if not (mode == "storm" and k.startswith("pushpin"))]
 
 
 def record(out, results, key, fig, **labels):
@@ -222,9 +241,12 @@ def record(out, results, key, fig, **labels):
 
 def run_holds(args, run, plan, servers, out, results):
     for mode, holds, channels in plan:
-        for kind in servers:
+        for kind in plan_servers(mode, servers):
             with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
-                srv = make_server(kind, args.binary, holds, tmp)
+                # A storm's history holds every event it replays (m0serve's
+                # --history, nchan's message buffer), and no more.
+                srv = make_server(kind, args.binary, holds, tmp,
+                                  args.storm_events if mode == "storm" else None)
                 try:
                     fig = drive(args, srv, holds, channels, mode)
                 finally:
@@ -275,12 +297,16 @@ def table_holds(args, plan, servers, results):
     cols = peers + m0 + ([k + "/nchan" for k in m0] if base else []) + ["target"]
     print(("%-7s %6s  %-19s" + " %11s" * len(cols)) % tuple(["mode", "holds", "measure"] + cols))
     for mode, holds, _ in plan:
-        keys = ["deliveries_per_s", "cpu_s_per_1m", "delivered_pct"] if mode == "burst" else [
+        keys = {"burst": ["deliveries_per_s", "cpu_s_per_1m", "delivered_pct"],
+                "storm": ["rss_per_hold_bytes", "p50_ms", "p99_ms", "deliveries_per_s", "cpu_s_per_1m",
+                          "delivered_pct"]}.get(mode, [
             "rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m", "delivered_pct",
-            "driver_cpu_s_per_1m", "driver_ms_per_event"]
+            "driver_cpu_s_per_1m", "driver_ms_per_event"])
         for key in keys:
             med = {k: median(results.get(("holds", mode, holds, k), []), key) for k in servers}
-            tkey = "burst_cpu_s_per_1m" if (mode, key) == ("burst", "cpu_s_per_1m") else key
+            tkey = key if mode == "steady" else mode + "_" + key
+            if mode == "burst" and tkey not in TARGETS:
+                tkey = key  # the burst's deliveries/s is the one target of that name
             ratio = {k: (med[k] / med[base] if base and med[base] and med[k] is not None else None)
                      for k in m0}
             print(("%-7s %6d  %-19s" + " %11s" * len(cols)) % tuple(
@@ -357,6 +383,10 @@ def main():
     ap.add_argument("--rate", type=float, default=20)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--burst", type=int, default=1000)
+    ap.add_argument("--storm-holds", type=int, default=2000,
+                    help="streams in the reconnect storm (0: no storm)")
+    ap.add_argument("--storm-events", type=int, default=200, help="events each storm stream is replayed, +1")
+    ap.add_argument("--storm-pad", type=int, default=1000, help="bytes of padding in each storm event")
     ap.add_argument("--requests-seconds", type=int, default=10, help="wrk's -d")
     ap.add_argument("--head-holds", type=int, default=10000,
                     help="holds open in the head's loaded case (0: idle only; capped by the fd limit)")
@@ -374,6 +404,8 @@ def main():
             max(0, fd_hard - 512), fd_hard))
         args.head_holds = max(0, fd_hard - 512)
     plan = [("steady", int(h), 10) for h in args.holds.split(",")] + [("burst", 1000, 1)]
+    if args.storm_holds > 0:
+        plan.append(("storm", args.storm_holds, 1))
     results = {}  # (part, ...) -> [figures]
     t0 = time.monotonic()
     with open(args.out, "a") as out:

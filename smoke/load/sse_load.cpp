@@ -17,6 +17,14 @@
 // whether or not the server then closes it.
 // It stops when every hold has every event of its channel, or when nothing
 // arrived for --drain-timeout, and prints one JSON line of figures.
+// --storm K is a reconnect storm instead: one stream opens alone, K events
+// are published to it (one channel) back to back, and once it has them all
+// the --holds streams open at once, each with `Last-Event-ID:` the id of the
+// first event, as clients reconnecting after a restart of their proxy would:
+// each must be replayed the other K-1 from the server's history. Its figures
+// are the server's RSS growth per stream and CPU per million replayed
+// deliveries, and each stream's catch-up time (its connect to its last
+// event) as p50/p99/max.
 // Everything runs on the one thread.
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -59,6 +67,9 @@ constexpr const char* kUsage = R"(usage: sse_load --url URL --publish-url URL [o
   --publish-header H     a request header, 'Name: value' (repeatable)
   --rate R --seconds S   R events/s for S seconds (default 20/s for 10 s)
   --burst E              instead: E events, each sent once the last is answered
+  --storm K              instead: K events to one channel first, then every stream
+                         opens with Last-Event-ID the first's id (see DESIGN)
+  --pad B                B bytes of padding in each event's data (default 0)
   --server-pid PID       a server process (repeatable; its descendants count too):
                          RSS per hold and CPU per delivery are read from /proc
   --open-timeout S       time allowed to open every stream (default 60)
@@ -171,7 +182,7 @@ struct Options {
     std::vector<std::string> publish_headers;
     int holds = 1000, channels = 1, connecting = 500, sources = 0;
     double rate = 20, seconds = 10, open_timeout = 60, drain_timeout = 5;
-    int burst = 0;
+    int burst = 0, storm = 0, pad = 0;
     std::vector<int> server_pids;
 };
 
@@ -188,6 +199,10 @@ struct Conn {
     std::string line;  // a partial body line
     std::vector<bool> seen;
     uint64_t last_seq = 0;
+    // --storm: the current event's `id:` line; events seen; when it connected.
+    std::string block_id;
+    int got = 0;
+    int64_t connect_ns = 0;
 };
 
 struct Run {
@@ -212,13 +227,30 @@ struct Run {
     double own_cpu_before = 0;  // own_cpu_seconds() when publishing began
     int64_t rss_before = 0, rss_holds = 0;
     event* tick = nullptr;
+    // --storm: the stream that reads the events first, the id of the first,
+    // and when the other streams began to open.
+    std::unique_ptr<Conn> probe;
+    std::string first_id;
+    int64_t storm_start = 0, rss_peak = 0;
 };
+
+constexpr int kProbe = -2;  // Conn::index of the --storm probe; -1: the publisher
 
 void open_more(Run& r);
 void on_body_line(Conn& c, std::string_view line);
+void start_storm(Run& r);
+
+void publish_next(Run& r);
 
 int on_headers_complete(http_parser* p) {
     auto* c = static_cast<Conn*>(p->data);
+    if (c->index == kProbe) {
+        if (p->status_code != 200)
+            die("--storm: the first stream was answered " + std::to_string(p->status_code));
+        c->open = true;
+        publish_next(*c->run);
+        return 0;
+    }
     if (c->index >= 0) {
         if (p->status_code == 200) {
             c->open = true;
@@ -236,7 +268,7 @@ int on_headers_complete(http_parser* p) {
 
 int on_body(http_parser* p, const char* at, size_t n) {
     auto* c = static_cast<Conn*>(p->data);
-    if (c->index < 0) return 0;
+    if (c->index == -1) return 0;
     std::string_view chunk(at, n);
     while (!chunk.empty()) {
         size_t lf = chunk.find('\n');
@@ -252,8 +284,6 @@ int on_body(http_parser* p, const char* at, size_t n) {
     return 0;
 }
 
-void publish_next(Run& r);
-
 int on_message_complete(http_parser* p) {
     auto* c = static_cast<Conn*>(p->data);
     if (c->index >= 0) return 0;
@@ -267,7 +297,7 @@ int on_message_complete(http_parser* p) {
         r.publisher_closing = true;
         return 0;
     }
-    if (r.o.burst > 0) publish_next(r);
+    if (r.o.burst > 0 || r.o.storm > 0) publish_next(r);
     return 0;
 }
 
@@ -282,6 +312,13 @@ const http_parser_settings kSettings = [] {
 // A data line: `data: seq=N t=NS` (or with the publisher's own framing).
 void on_body_line(Conn& c, std::string_view line) {
     Run& r = *c.run;
+    if (line.rfind("id:", 0) == 0) {
+        line.remove_prefix(3);
+        if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        c.block_id = line;
+        return;
+    }
     size_t at = line.find("seq=");
     if (line.rfind("data:", 0) != 0 || at == std::string_view::npos) return;
     uint64_t seq = 0;
@@ -296,17 +333,27 @@ void on_body_line(Conn& c, std::string_view line) {
         return;
     }
     const int64_t now = now_ns();
+    if (c.index == kProbe) {
+        r.last_progress = now;
+        if (seq == 1) r.first_id = c.block_id;
+        if (++c.got == r.o.storm) start_storm(r);
+        return;
+    }
     if (c.seen.empty()) c.seen.resize(size_t(r.total_events) + 1);
-    if (c.seen[seq]) {
-        r.duplicates++;
+    if (c.seen[seq] || (r.o.storm > 0 && seq == 1)) {
+        r.duplicates++;  // in a storm the first event is at the cursor: muted
         return;
     }
     c.seen[seq] = true;
     if (seq < c.last_seq) r.out_of_order++;
     c.last_seq = std::max(c.last_seq, seq);
     r.delivered++;
-    r.latency_us.push_back(uint32_t(std::min<int64_t>((now - t) / 1000, UINT32_MAX)));
     r.last_delivery = r.last_progress = now;
+    if (r.o.storm == 0)
+        r.latency_us.push_back(uint32_t(std::min<int64_t>((now - t) / 1000, UINT32_MAX)));
+    else if (++c.got == r.o.storm - 1)  // caught up: from its connect to its last event
+        r.latency_us.push_back(
+            uint32_t(std::min<int64_t>((now - c.connect_ns) / 1000, UINT32_MAX)));
 }
 
 bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c);
@@ -338,7 +385,7 @@ void on_read(bufferevent* bev, void* arg) {
         }
     }
     Run& r = *c->run;
-    if (c->index < 0 && r.publisher_closing) {
+    if (c->index == -1 && r.publisher_closing) {
         r.publisher_closing = false;
         connect_publisher(r);  // frees bev: nothing below may use it
         if (r.o.burst > 0) publish_next(r);
@@ -363,7 +410,8 @@ void on_event(bufferevent*, short what, void* arg) {
         c->bev = nullptr;
         open_more(r);
     } else {
-        std::fprintf(stderr, "sse_load: the publisher's connection closed\n");
+        std::fprintf(stderr, "sse_load: the %s's connection closed\n",
+                     c->index == kProbe ? "first stream" : "publisher");
         event_base_loopbreak(r.base);
     }
 }
@@ -397,6 +445,7 @@ bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
 std::string channel_name(int i) { return "bench" + std::to_string(i); }
 
 void open_more(Run& r) {
+    if (r.o.storm > 0 && !r.storm_start) return;  // the probe first
     while (r.connecting < r.o.connecting && r.next_to_open < r.o.holds) {
         int i = r.next_to_open++;
         auto c = std::make_unique<Conn>();
@@ -408,7 +457,10 @@ void open_more(Run& r) {
         c->bev = connect_to(r, r.stream, i % r.o.sources, c.get());
         std::string path = replace_all(r.stream.path, "{ch}", channel_name(c->channel));
         std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + r.stream.host +
-                          "\r\nAccept: text/event-stream\r\n\r\n";
+                          "\r\nAccept: text/event-stream\r\n";
+        if (r.o.storm > 0) req += "Last-Event-ID: " + r.first_id + "\r\n";
+        req += "\r\n";
+        c->connect_ns = now_ns();
         bufferevent_write(c->bev, req.data(), req.size());
         r.connecting++;
         r.holds.push_back(std::move(c));
@@ -421,6 +473,7 @@ void publish_next(Run& r) {
     int ch = (seq - 1) % r.o.channels;
     r.per_channel[size_t(ch)]++;
     std::string data = "seq=" + std::to_string(seq) + " t=" + std::to_string(now_ns());
+    if (r.o.pad > 0) data += " " + std::string(size_t(r.o.pad), 'x');
     std::string body =
         replace_all(replace_all(r.o.publish_body, "{ch}", channel_name(ch)), "{data}", data);
     std::string path = replace_all(r.publish.path, "{ch}", channel_name(ch));
@@ -436,7 +489,9 @@ void publish_next(Run& r) {
 uint64_t expected(const Run& r) {
     uint64_t sum = 0;
     for (const auto& c : r.holds)
-        if (c->open) sum += uint64_t(r.per_channel[size_t(c->channel)]);
+        if (c->open)
+            sum += r.o.storm > 0 ? uint64_t(r.o.storm - 1)
+                                 : uint64_t(r.per_channel[size_t(c->channel)]);
     return sum;
 }
 
@@ -449,6 +504,7 @@ double percentile(std::vector<uint32_t>& v, double p) {
 
 enum class Phase { opening, publishing, draining };
 Phase phase = Phase::opening;
+unsigned storm_ticks = 0;
 
 void start_publishing(Run& r) {
     r.rss_holds = rss_bytes(r.pids);
@@ -466,6 +522,40 @@ void start_publishing(Run& r) {
     if (r.o.burst > 0) publish_next(r);
 }
 
+// --storm: the publisher and the probe; the events go out once it is open.
+void start_probe(Run& r) {
+    r.total_events = r.o.storm;
+    r.per_channel.assign(1, 0);
+    r.publisher = std::make_unique<Conn>();
+    r.publisher->run = &r;
+    connect_publisher(r);
+    r.probe = std::make_unique<Conn>();
+    Conn& c = *r.probe;
+    c.run = &r;
+    c.index = kProbe;
+    http_parser_init(&c.parser, HTTP_RESPONSE);
+    c.parser.data = &c;
+    c.bev = connect_to(r, r.stream, 0, &c);
+    std::string req = "GET " + replace_all(r.stream.path, "{ch}", channel_name(0)) +
+                      " HTTP/1.1\r\nHost: " + r.stream.host +
+                      "\r\nAccept: text/event-stream\r\n\r\n";
+    bufferevent_write(c.bev, req.data(), req.size());
+    phase = Phase::publishing;
+    r.last_progress = now_ns();
+}
+
+// --storm: the probe has every event: the streams open, all at once.
+void start_storm(Run& r) {
+    if (r.first_id.empty()) die("--storm: the first event came without an id: line");
+    r.pids = with_descendants(r.o.server_pids);
+    r.rss_before = r.rss_peak = rss_bytes(r.pids);
+    r.cpu_before = cpu_seconds(r.pids);
+    r.own_cpu_before = own_cpu_seconds();
+    r.latency_us.reserve(size_t(r.o.holds));
+    r.storm_start = r.last_progress = now_ns();
+    open_more(r);
+}
+
 void on_tick(evutil_socket_t, short, void* arg) {
     Run& r = *static_cast<Run*>(arg);
     const int64_t now = now_ns();
@@ -473,15 +563,19 @@ void on_tick(evutil_socket_t, short, void* arg) {
         if (r.opened + r.failed >= r.o.holds || now > r.open_deadline) start_publishing(r);
         return;
     }
-    if (phase == Phase::publishing && r.o.burst == 0) {
+    if (r.storm_start && ++storm_ticks % 20 == 0)
+        r.rss_peak = std::max(r.rss_peak, rss_bytes(r.pids));
+    if (phase == Phase::publishing && r.o.burst == 0 && r.o.storm == 0) {
         // Steady rate: the events due by now, one at a time.
         int due = int(double(now - r.first_publish) / 1e9 * r.o.rate) + 1;
         if (!r.first_publish) due = 1;
         if (r.published < std::min(due, r.total_events)) publish_next(r);
     }
     if (r.answered >= r.total_events) phase = Phase::draining;
-    if (phase == Phase::draining &&
-        (r.delivered >= expected(r) || now - r.last_progress > int64_t(r.o.drain_timeout * 1e9)))
+    // A storm is over once every stream has opened (or failed) and caught up.
+    const bool all_in = r.o.storm == 0 || (r.storm_start && r.opened + r.failed >= r.o.holds);
+    if (phase == Phase::draining && ((all_in && r.delivered >= expected(r)) ||
+                                     now - r.last_progress > int64_t(r.o.drain_timeout * 1e9)))
         event_base_loopbreak(r.base);
 }
 
@@ -534,6 +628,10 @@ Options parse(int argc, char** argv) {
             o.seconds = parse_double(a, v);
         else if (a == "--burst")
             o.burst = parse_int(a, v, 1, 10000000);
+        else if (a == "--storm")
+            o.storm = parse_int(a, v, 2, 100000);
+        else if (a == "--pad")
+            o.pad = parse_int(a, v, 0, 1 << 20);
         else if (a == "--server-pid")
             o.server_pids.push_back(parse_int(a, v, 1, 1 << 30));
         else if (a == "--open-timeout")
@@ -546,6 +644,8 @@ Options parse(int argc, char** argv) {
             die("unknown option '" + a + "' (see --help)");
     }
     if (o.url.empty() || o.publish_url.empty()) die("--url and --publish-url are required");
+    if (o.storm > 0 && (o.burst > 0 || o.channels != 1))
+        die("--storm is one channel, and not with --burst");
     if (o.sources == 0) o.sources = (o.holds + 24999) / 25000;
     return o;
 }
@@ -581,7 +681,10 @@ int main(int argc, char** argv) {
     r.open_deadline = now_ns() + int64_t(r.o.open_timeout * 1e9);
     r.holds.reserve(size_t(r.o.holds));
     const int64_t t_open = now_ns();
-    open_more(r);
+    if (r.o.storm > 0)
+        start_probe(r);
+    else
+        open_more(r);
     r.tick = event_new(r.base, -1, EV_PERSIST, on_tick, &r);
     // The tick paces the steady rate: 1 ms, fine enough for 1000 events/s.
     timeval every{0, 1000};
@@ -597,7 +700,10 @@ int main(int argc, char** argv) {
     const double cpu = cpu_seconds(r.pids) - r.cpu_before;
     const double own_cpu = r.first_publish ? own_cpu_seconds() - r.own_cpu_before : 0.0;
     const uint64_t want = expected(r);
-    const double span = double(r.last_delivery - r.first_publish) / 1e9;
+    const double span =
+        double(r.last_delivery - (r.o.storm > 0 ? r.storm_start : r.first_publish)) / 1e9;
+    // A storm's RSS: the most the server grew by while it replayed.
+    if (r.o.storm > 0) r.rss_holds = std::max(r.rss_peak, rss_bytes(r.pids));
     std::vector<uint32_t> lat = r.latency_us;
     std::printf(
         "{\"label\": \"%s\", \"holds\": %d, \"holds_open\": %d, \"failed\": %d, \"dropped\": %d, "
