@@ -638,14 +638,69 @@ TEST_CASE("access log: whole answers, a redacted grant, and a request that never
 }
 
 TEST_CASE(
-    "hold loop: an event flushed behind a head not yet written waits in the output by "
-    "reference, let go once written",
+    "hold loop: events flushed in the turn their hold's head went into its output: the head is "
+    "written at once and the hold goes lean, so what the socket does not take waits as shared "
+    "references, not in the bufferevent",
     "[hold][loop][fanout]") {
-    Rig rig;
+    server::ServerConfig cfg;
+    cfg.hold_buffer_limit = 64 * 1024 * 1024;  // a backlog, not a slow reader
+    Rig rig(cfg);
     rig.hold("channel=c");
     // Published before the loop has looked at the frame or the completion:
-    // the event is written in the turn the head is, before the socket has
-    // taken the head, so it goes behind it into the bufferevent's output.
+    // they are flushed in the turn the head goes into the output, more than
+    // the socket takes while the client does not read.
+    const std::string payload(16 * 1024, 'x');
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < 64; ++i) ids.push_back(rig.bus.publish("c", payload).id);
+    bool flushed = false, lean_at_flush = false;
+    rig.server->on_flush_slice = [&](size_t) {
+        flushed = true;
+        lean_at_flush = rig.server->lean(rig.slot);
+    };
+    rig.server->on_completions_ready();
+    REQUIRE(rig.loop.run_until([&] { return flushed; }));
+    CHECK(rig.server->unsent(rig.slot) > 0);
+    // Lean as the flush ends, though the client has read nothing: the rest
+    // waits in the lean output (a reference each, 16 bytes), where behind
+    // the head in the bufferevent each would take an evbuffer chain.
+    CHECK(lean_at_flush);
+    CHECK(rig.server->lean(rig.slot));
+    CHECK(server::Server::output_references() > 0);
+    std::string got;
+    rig.read_until("id: " + std::to_string(ids.back()) + "\ndata: ", got);
+    REQUIRE(rig.loop.run_until([&] {
+        rig.conn->pump();
+        return rig.server->unsent(rig.slot) == 0;
+    }));
+    got = rig.conn->in;
+    const size_t head_end = got.find("\r\n\r\n");
+    REQUIRE(head_end != std::string::npos);
+    std::string want;
+    for (uint64_t id : ids) want += "id: " + std::to_string(id) + "\ndata: " + payload + "\n\n";
+    CHECK(got.find(want) != std::string::npos);
+    CHECK(got.find(want) > head_end);
+    REQUIRE(rig.loop.run_until([&] { return server::Server::output_references() == 0; }));
+}
+
+TEST_CASE(
+    "hold loop: events for a hold whose head its socket cannot take yet (a pipelined answer "
+    "filled it) wait behind the head in the output by reference, let go once written",
+    "[hold][loop][fanout]") {
+    server::ServerConfig cfg;
+    cfg.hold_buffer_limit = 64 * 1024 * 1024;  // a backlog, not a slow reader
+    Rig rig(cfg);
+    const int small = 4096;
+    REQUIRE(::setsockopt(rig.conn->server_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small) == 0);
+    // An answer larger than the socket takes, not read: the hold asked
+    // behind it has its head behind the rest of it in the output.
+    rig.send("GET /native/echo?" + std::string(6000, 'q') + " HTTP/1.1\r\nHost: h\r\n\r\n");
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    rig.server->on_completions_ready();
+    REQUIRE(rig.loop.run_until([&] { return rig.server->unsent(rig.slot) > 0; }));
+    rig.hold("channel=c");
+    // Published before the loop has looked at the frame or the completion:
+    // flushed in the turn the head goes in, which the socket cannot take.
     const std::string payload(16 * 1024, 'x');
     const uint64_t id = rig.bus.publish("c", payload).id;
     size_t referenced = 0;  // by the outputs, right after the flush
@@ -653,9 +708,15 @@ TEST_CASE(
         referenced = std::max(referenced, server::Server::output_references());
     };
     rig.server->on_completions_ready();
+    REQUIRE(rig.loop.run_until([&] { return referenced > 0; }));
+    CHECK_FALSE(rig.server->lean(rig.slot));
     std::string got;
     rig.read_until("id: " + std::to_string(id) + "\ndata: " + payload + "\n\n", got);
-    CHECK(referenced >= 1);
+    // In order: the echo's answer, the hold's head, the event.
+    const size_t echo = got.find("qqqq");
+    const size_t head = got.find(": mojo hold\n\n");
+    CHECK(echo < head);
+    CHECK(head < got.find("id: " + std::to_string(id)));
     REQUIRE(rig.loop.run_until([&] { return server::Server::output_references() == 0; }));
 }
 

@@ -27,6 +27,9 @@ namespace m0::testing {
 // The client end of a connection.
 struct SocketClient {
     int fd = -1;
+    // The server's end (the server owns it): a test may shrink its send
+    // buffer, so that the socket takes little at once.
+    int server_fd = -1;
     SlotRef slot;
     std::string in;  // received, not yet taken
     bool eof = false;
@@ -127,6 +130,7 @@ struct ServerRig {
         int sv[2];
         if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return nullptr;
         auto c = std::make_unique<SocketClient>(sv[1]);
+        c->server_fd = sv[0];
         c->slot = server->adopt(sv[0], "127.0.0.1", 1, admin);
         return c;
     }
