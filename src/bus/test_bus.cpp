@@ -468,7 +468,7 @@ TEST_CASE(
         REQUIRE(r.events.size() == 2);
         CHECK(r.events[0].wire.get() == first.wire.get());
     }
-    // The history counts the bytes it keeps alive: the frame and its wire.
+    // The history counts the bytes it keeps alive: each event's wire and its entry.
     CHECK(ch.history_stats().bytes >= first.data.size() + first.wire->size() * 2);
 }
 
