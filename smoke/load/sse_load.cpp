@@ -236,6 +236,9 @@ struct Run {
 
 constexpr int kProbe = -2;  // Conn::index of the --storm probe; -1: the publisher
 
+// --burst and --storm publish each event once the last is answered.
+bool chained(const Run& r) { return r.o.burst > 0 || r.o.storm > 0; }
+
 void open_more(Run& r);
 void on_body_line(Conn& c, std::string_view line);
 void start_storm(Run& r);
@@ -297,7 +300,7 @@ int on_message_complete(http_parser* p) {
         r.publisher_closing = true;
         return 0;
     }
-    if (r.o.burst > 0 || r.o.storm > 0) publish_next(r);
+    if (chained(r)) publish_next(r);
     return 0;
 }
 
@@ -388,7 +391,7 @@ void on_read(bufferevent* bev, void* arg) {
     if (c->index == -1 && r.publisher_closing) {
         r.publisher_closing = false;
         connect_publisher(r);  // frees bev: nothing below may use it
-        if (r.o.burst > 0) publish_next(r);
+        if (chained(r)) publish_next(r);
     }
 }
 
@@ -444,6 +447,14 @@ bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
 
 std::string channel_name(int i) { return "bench" + std::to_string(i); }
 
+// The GET that opens a stream on `channel`; with `last_id`, resuming after it.
+std::string stream_request(const Run& r, int channel, const std::string& last_id = {}) {
+    std::string req = "GET " + replace_all(r.stream.path, "{ch}", channel_name(channel)) +
+                      " HTTP/1.1\r\nHost: " + r.stream.host + "\r\nAccept: text/event-stream\r\n";
+    if (!last_id.empty()) req += "Last-Event-ID: " + last_id + "\r\n";
+    return req + "\r\n";
+}
+
 void open_more(Run& r) {
     if (r.o.storm > 0 && !r.storm_start) return;  // the probe first
     while (r.connecting < r.o.connecting && r.next_to_open < r.o.holds) {
@@ -455,11 +466,7 @@ void open_more(Run& r) {
         http_parser_init(&c->parser, HTTP_RESPONSE);
         c->parser.data = c.get();
         c->bev = connect_to(r, r.stream, i % r.o.sources, c.get());
-        std::string path = replace_all(r.stream.path, "{ch}", channel_name(c->channel));
-        std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + r.stream.host +
-                          "\r\nAccept: text/event-stream\r\n";
-        if (r.o.storm > 0) req += "Last-Event-ID: " + r.first_id + "\r\n";
-        req += "\r\n";
+        const std::string req = stream_request(r, c->channel, r.first_id);
         c->connect_ns = now_ns();
         bufferevent_write(c->bev, req.data(), req.size());
         r.connecting++;
@@ -536,9 +543,7 @@ void start_probe(Run& r) {
     http_parser_init(&c.parser, HTTP_RESPONSE);
     c.parser.data = &c;
     c.bev = connect_to(r, r.stream, 0, &c);
-    std::string req = "GET " + replace_all(r.stream.path, "{ch}", channel_name(0)) +
-                      " HTTP/1.1\r\nHost: " + r.stream.host +
-                      "\r\nAccept: text/event-stream\r\n\r\n";
+    const std::string req = stream_request(r, 0);
     bufferevent_write(c.bev, req.data(), req.size());
     phase = Phase::publishing;
     r.last_progress = now_ns();

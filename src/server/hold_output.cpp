@@ -25,10 +25,10 @@
 // go_lean frees its bufferevent and its timer. A flush that finds a hold not
 // yet lean (its head went into the output this turn, events were staged
 // behind it: a replay, a reconnect storm) writes the head first and makes
-// it lean there, so the events never queue in the bufferevent. One event watches the
-// socket: EV_READ always (what the client sends is dropped, a bounded amount
-// a turn; the end of the stream or an error closes), EV_WRITE with
-// --write-timeout only while `out` keeps what the socket did not take:
+// it lean there, so the events never queue in the bufferevent. One event
+// watches the socket: EV_READ always (what the client sends is dropped, a
+// bounded amount a turn; the end of the stream or an error closes), EV_WRITE
+// with --write-timeout only while `out` keeps what the socket did not take:
 // references to the shared bytes, out[0] from out_off. A flush sends from
 // `staged` when `out` is empty, so `out` owns memory only under backpressure.
 // A hold is then a Conn, one event, its HoldTable entry and its channels'
@@ -36,12 +36,12 @@
 //
 // Order: staged bytes go after whatever is already in the output (a hold's
 // head the socket would not take, a stream's earlier bytes); when the
-// output is not empty they are appended to it and the bufferevent writes them when the
-// socket is writable. What the socket does not take is appended too: by
-// reference (evbuffer_add_reference; its cleanup drops the reference) when
-// at least kReferenceMin bytes, a copy otherwise (a reference costs a chain
-// of its own, allocated, and an iovec; a small copy fills the last chain's
-// free space). Measured with libevent 2.1.12, add then peek then drain: a
+// output is not empty they are appended to it and the bufferevent writes
+// them when the socket is writable. What the socket does not take is
+// appended too: by reference (evbuffer_add_reference; its cleanup drops the
+// reference) when at least kReferenceMin bytes, a copy otherwise (a
+// reference costs a chain of its own, allocated, and an iovec; a small copy
+// fills the last chain's free space). Measured with libevent 2.1.12, add then peek then drain: a
 // copy is cheaper up to about 1 KiB (64 B: 22 ns against 50; 512 B: 33
 // against 50), a reference from about 2 KiB (4 KiB: 47 ns against 116).
 // The bufferevents are not thread-safe (no BEV_OPT_THREADSAFE): the cleanup

@@ -111,7 +111,8 @@ using SubmitFn = std::function<Admission(SlotRef, http::Request&&)>;
 // a socket of its own without SO_REUSEPORT, which the kernel refuses while
 // anything listens on the port (with SO_REUSEADDR, so that connections left
 // in TIME_WAIT by a process that has exited do not count), and closes it.
-// Any thread.
+// Two servers started within the same instant can both pass it (nothing
+// holds the port between the check and the bind). Any thread.
 bool check_port_free(const std::string& host, uint16_t port, std::string& err);
 
 class Server final : private HoldSink {
