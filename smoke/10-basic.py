@@ -1165,5 +1165,38 @@ def phase47(ctx):
     check(line == "m0serve: %s:2: 'realtime' wants true or false" % typed, "a wrong type: %r" % line)
 
 
+SWITCH_APP = """import sys
+
+
+def application(environ, start_response):
+    body = repr(sys.getswitchinterval()).encode()
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+"""
+
+
+@smoke.phase(48, "--python-switch-interval: the app runs with 0.02 s by default, the interval given, or Python's own "
+                 "0.005 with 0; the configuration block says which; out of range exits 2 with one line")
+def phase48(ctx):
+    folder = tempfile.mkdtemp(prefix="m0-phase48-")
+    ctx.finalizers.append(lambda: shutil.rmtree(folder, ignore_errors=True))
+    with open(os.path.join(folder, "switch_app.py"), "w") as f:
+        f.write(SWITCH_APP)
+    app = ["--chdir", folder, "--mount", "/=switch_app:application"]
+    for flag, want, said in (([], "0.02", "0.02 s"), (["--python-switch-interval", "0.05"], "0.05", "0.05 s"),
+                             (["--python-switch-interval", "0"], "0.005", "Python's own")):
+        srv = ctx.server(app + flag)
+        if srv.reused:
+            return  # a server started elsewhere serves some other app
+        r = http(srv.addr, "GET", "/")
+        check(r.status == 200 and abs(float(r.body.decode() or "nan") - float(want)) < 1e-6,
+              "%s: the app saw %s %s, want %s" % (flag or "default", r.summary(), short(r.body), want))
+        check("config: python switch interval %s" % said in srv.log_text(),
+              "%s: the configuration block does not say %r" % (flag or "default", said))
+    for value in ("2", "-0.1", "soon"):
+        line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--python-switch-interval", value] + app,
+                        "switch-interval-%s" % value)
+        check("--python-switch-interval" in line, "the one line does not name the flag: %r" % line)
+
 if __name__ == "__main__":
     sys.exit(smoke.main())

@@ -35,6 +35,10 @@ const char* const kUsage =
   --chdir DIR                 change directory first; DIR (default: the current
                               directory) goes on sys.path
   --pythonpath DIR            repeatable; prepended to sys.path
+  --python-switch-interval SECONDS
+                              how long a Python thread runs before one waiting
+                              for the GIL may take it (sys.setswitchinterval),
+                              0 to 1; 0: Python's own 0.005 (default 0.02)
   --log-level LEVEL           debug, info, warn, error (default info)
   --access-log PATH           one line per request, combined log format plus
                               request time (and a hold's duration and events);
@@ -115,6 +119,16 @@ double parse_seconds(const std::string& flag, const std::string& v) {
     double d = std::strtod(v.c_str(), &end);
     if (v.empty() || *end != '\0' || !(d > 0) || d > 86400)
         fail(flag + " wants seconds above 0 (at most 86400), got '" + v + "'");
+    return d;
+}
+
+// Seconds from 0 (off) to `most`, written `most_text` in the message.
+double parse_short_seconds(const std::string& flag, const std::string& v, double most,
+                           const char* most_text) {
+    char* end = nullptr;
+    double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(d >= 0) || d > most)
+        fail(flag + " wants seconds from 0 to " + most_text + ", got '" + v + "'");
     return d;
 }
 
@@ -291,13 +305,10 @@ static Options parse_args(const std::vector<std::string>& args,
             o.server.hold_buffer_limit = parse_number<size_t>(a, value(), 1024, size_t(1) << 32);
         } else if (a == "--hold-drain-timeout") {
             o.server.hold_drain_timeout = parse_seconds(a, value());
+        } else if (a == "--python-switch-interval") {
+            o.python_switch_interval = parse_short_seconds(a, value(), 1, "1");
         } else if (a == "--hold-coalesce") {
-            std::string text = value();
-            char* end = nullptr;
-            double d = std::strtod(text.c_str(), &end);
-            if (text.empty() || *end != '\0' || !(d >= 0) || d > 0.1)
-                fail(a + " wants seconds from 0 to 0.1, got '" + text + "'");
-            o.server.hold_coalesce = d;
+            o.server.hold_coalesce = parse_short_seconds(a, value(), 0.1, "0.1");
         } else if (a == "--output-high-water") {
             o.server.stream_high_water = parse_number<size_t>(a, value(), 4096, size_t(1) << 32);
         } else if (a == "--max-event-size") {
@@ -406,6 +417,7 @@ const std::vector<Flag>& flags() {
         {"max-queued", Flag::value},
         {"chdir", Flag::value},
         {"pythonpath", Flag::list},
+        {"python-switch-interval", Flag::value},
         {"log-level", Flag::value},
         {"access-log", Flag::value},
         {"forwarded-allow-ips", Flag::value},

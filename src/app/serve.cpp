@@ -232,7 +232,13 @@ void log_configuration(const Options& o, size_t loops, const m0::server::Server&
         any_wsgi = any_wsgi || m.wsgi;
     }
     M0_LOG(info, "config: mounts ", mounts);
-    if (any_wsgi) M0_LOG(info, "config: python package m0 from ", package_dir);
+    if (any_wsgi) {
+        M0_LOG(info, "config: python package m0 from ", package_dir);
+        char interval[32];
+        std::snprintf(interval, sizeof interval, "%g s", o.python_switch_interval);
+        M0_LOG(info, "config: python switch interval ",
+               o.python_switch_interval > 0 ? interval : "Python's own");
+    }
     M0_LOG(info, "config: ", std::to_string(o.workers), o.workers > 1 ? " workers" : " process",
            ", ", std::to_string(loops), loops > 1 ? " loops" : " loop", "; pools: wsgi ",
            std::to_string(o.blocking_threads), " threads, mojo ", std::to_string(o.mojo_threads),
@@ -421,7 +427,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
     std::vector<PyObject*> apps(o.mounts.size(), nullptr);
     if (any_wsgi) {
         std::string err;
-        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, package_dir};
+        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, package_dir, o.python_switch_interval};
         if (!m0::wsgi::start(po, bus, err)) die(err);
         for (size_t i = 0; i < o.mounts.size(); ++i) {
             if (!o.mounts[i].wsgi) continue;

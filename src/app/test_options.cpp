@@ -224,6 +224,16 @@ TEST_CASE("options: --loops takes 1 to 256, defaults to the cores (0 here), and 
           1);
 }
 
+TEST_CASE("options: --python-switch-interval takes 0 to 1 seconds, 0.02 by default",
+          "[app][options]") {
+    CHECK(parse({"app"}).python_switch_interval == 0.02);
+    CHECK(parse({"app", "--python-switch-interval", "0"}).python_switch_interval == 0);
+    CHECK(parse({"app", "--python-switch-interval", "0.05"}).python_switch_interval == 0.05);
+    for (const char* bad : {"1.5", "-0.01", "soon", ""})
+        CHECK(error_of({"app", "--python-switch-interval", bad}).find("--python-switch-interval") !=
+              std::string::npos);
+}
+
 TEST_CASE("options: --hold-coalesce takes 0 to 0.1 seconds, 0.001 by default", "[app][options]") {
     CHECK(parse({"app"}).server.hold_coalesce == 0.001);
     CHECK(parse({"app", "--hold-coalesce", "0"}).server.hold_coalesce == 0);

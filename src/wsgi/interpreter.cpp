@@ -182,6 +182,18 @@ bool start(const PythonOptions& opts, bus::Bus* bus, std::string& err) {
         err = "cannot set sys.path";
         return false;
     }
+    if (opts.switch_interval > 0) {
+        PyObject* sys = PyImport_ImportModule("sys");
+        PyObject* r = sys ? PyObject_CallMethod(sys, "setswitchinterval", "d", opts.switch_interval)
+                          : nullptr;
+        Py_XDECREF(r);
+        Py_XDECREF(sys);
+        if (!r) {
+            err = "cannot set the switch interval: " + exception_summary();
+            PyErr_Clear();
+            return false;
+        }
+    }
     return true;
 }
 

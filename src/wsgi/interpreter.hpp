@@ -12,6 +12,19 @@
 // (PyGILState_Ensure, which finds that state) and releases it before it hands
 // the result back.
 // stop() retakes the GIL on the main thread and finalizes.
+// Switch interval (--python-switch-interval, 0.02 s by default, set before the
+// apps import): how long a thread keeps the GIL while another waits for it.
+// At Python's own 0.005 s a request the kernel set aside for a few
+// milliseconds (two cores shared with the clients) loses the GIL midway to a
+// thread that starts the next one, and two requests in the app at once meet
+// on its locks: Django 3.2's asgiref Local takes one RLock on every access,
+// and a lock handed to a thread that has no GIL makes every later access a
+// task switch. Once begun this goes on while the queue is full: `/` of the
+// fixture project under `wrk -t2 -c50` fell from about 2000 requests/s to
+// 600 to 900 in some runs and stayed there, at 15 to 36 task switches per
+// request instead of 3. At 0.02 and 0.05 s no run did (smoke/bench.py's
+// Django rows). A request still gives the GIL up whenever it blocks, and one
+// that computes longer than the interval still shares it.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -27,6 +40,7 @@ struct PythonOptions {
     std::vector<std::string> pythonpath;  // prepended to sys.path, in order
     std::string chdir;                    // also prepended to sys.path
     std::string package_dir;              // folder holding the `m0` package
+    double switch_interval = 0;           // sys.setswitchinterval; 0: Python's own
 };
 
 // Initializes the interpreter; false with `err` set. `bus` (null without

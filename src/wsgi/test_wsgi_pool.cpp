@@ -130,6 +130,12 @@ def local_app(environ, start_response):
     start_response('200 OK', [('Content-Length', str(len(str(per_thread.n))))])
     return [str(per_thread.n).encode()]
 
+def interval_app(environ, start_response):
+    import sys
+    body = repr(sys.getswitchinterval()).encode()
+    start_response('200 OK', [('Content-Length', str(len(body)))])
+    return [body]
+
 def header_split_app(environ, start_response):
     start_response('200 OK', [('X-Split', 'a\r\nSet-Cookie: evil=1')])
     return [b'x']
@@ -140,6 +146,7 @@ struct Python {
         std::string err;
         wsgi::PythonOptions o;
         o.package_dir = M0_SOURCE_DIR "/src/wsgi";
+        o.switch_interval = 0.03;
         REQUIRE(wsgi::start(o, nullptr, err));
         PyObject* mod = PyImport_AddModule("m0_test_apps");  // borrowed
         PyObject* dict = PyModule_GetDict(mod);
@@ -459,6 +466,14 @@ TEST_CASE(
     });
     REQUIRE(out.size() == 2);
     for (auto& c : out) CHECK(c.response.body == "hello");
+}
+
+TEST_CASE("wsgi pool: the app runs with the switch interval the interpreter was started with",
+          "[wsgi][pool]") {
+    Rig rig;
+    auto out = rig.run("interval_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().response.body == "0.03");  // Python's own is 0.005
 }
 
 TEST_CASE("wsgi pool: an app that breaks PEP 3333 gets a 500, never a malformed answer",
