@@ -273,9 +273,9 @@ def run_requests(args, run, out, results):
             record(out, results, ("requests", path, kind), fig, run=run, part="requests", path=path,
                    server=kind)
             print("bench: run %d %-14s %-9s %8.0f requests/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f%%, "
-                  "%d non-2xx, %d socket errors" % (
+                  "%s task switches per request, %d non-2xx, %d socket errors" % (
                       run + 1, path, kind, fig["requests_per_s"], fig["p50_ms"], fig["p99_ms"], fig["cpu_pct"],
-                      fig["non_2xx"], fig["socket_errors"]), flush=True)
+                      fig["switches_per_req"], fig["non_2xx"], fig["socket_errors"]), flush=True)
 
 
 def run_head(args, run, out, results):
@@ -324,7 +324,8 @@ def table_requests(args, results):
         ratios = [r for r in REQUEST_RATIOS if r[0] in servers and r[1] in servers]
         cols = servers + ["%s/%s" % (a, b) for a, b, _ in ratios] + ["target"] * len(ratios)
         print(("%-14s %-15s" + " %16s" * len(cols)) % tuple(["path", "measure"] + cols))
-        for key in ("requests_per_s", "p50_ms", "p99_ms", "cpu_pct", "non_2xx", "socket_errors"):
+        for key in ("requests_per_s", "p50_ms", "p99_ms", "cpu_pct", "switches_per_req", "non_2xx",
+                    "socket_errors"):
             med = {k: median(results.get(("requests", path, k), []), key) for k in servers}
             row, targets = [], []
             for a, b, tkey in ratios:

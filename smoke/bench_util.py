@@ -100,6 +100,26 @@ def cpu_seconds(pids):
     return total
 
 
+def task_switches(pids):
+    """Voluntary plus involuntary context switches of every thread of pids
+    (/proc/PID/task/*/status); a thread or process gone meanwhile counts 0."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                    for line in f:
+                        if "ctxt_switches:" in line:  # voluntary_ and nonvoluntary_
+                            total += int(line.split()[1])
+            except (OSError, ValueError):
+                continue
+    return total
+
+
 def median(rows, key):
     vals = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(vals) if vals else None

@@ -3,8 +3,11 @@
 Each server starts fresh in its own temporary folder, is warmed up for a
 second (wrk -t1 -c4), then measured with `wrk -t2 -c50 -d<seconds>s
 --latency`, and stopped by its PID. Requests/s and p50/p99 latency come from
-wrk's output; the server's CPU (every process under its PID, every thread)
-from /proc before and after.
+wrk's output; the server's CPU and its task switches per request (every
+process under its PID, every thread) from /proc before and after. Django's
+requests cost m0serve about 3 task switches each; 15 and more is the GIL
+and the app's locks handed back and forth inside requests (README,
+Benchmark: the switch interval).
 
     m0serve   fixtures/djangoproj on m0serve, --blocking-threads 4
     m0serve-1loop  the same with --loops 1
@@ -28,7 +31,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import ROOT, cpu_seconds, free_port, start, stop, wait_port, with_descendants  # noqa: E402
+from bench_util import (ROOT, cpu_seconds, free_port, start, stop, task_switches, wait_port,  # noqa: E402
+                        with_descendants)
 
 DJANGO = os.path.join(ROOT, "fixtures", "djangoproj")
 
@@ -124,10 +128,10 @@ def measure(kind, path, binary, seconds, tmp):
         subprocess.run(["wrk", "-t1", "-c4", "-d1s", url], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=60)
         pids = with_descendants([proc.pid])
-        cpu0 = cpu_seconds(pids)
+        cpu0, switches0 = cpu_seconds(pids), task_switches(pids)
         out = subprocess.run(["wrk", "-t2", "-c50", "-d%ds" % seconds, "--latency", url],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=seconds + 60)
-        cpu = cpu_seconds(pids) - cpu0
+        cpu, switches = cpu_seconds(pids) - cpu0, task_switches(pids) - switches0
         if proc.poll() is not None:
             raise SystemExit("bench: %s exited %s under wrk; its log: %s" % (kind, proc.returncode, log.name))
     finally:
@@ -137,5 +141,6 @@ def measure(kind, path, binary, seconds, tmp):
     if fig["requests_per_s"] is None:
         raise SystemExit("bench: wrk printed no Requests/sec for %s %s: %s" % (
             kind, path, out.stdout.decode(errors="replace")[-400:]))
-    fig.update(cpu_s=round(cpu, 3), cpu_pct=round(100 * cpu / seconds, 1), seconds=seconds)
+    fig.update(cpu_s=round(cpu, 3), cpu_pct=round(100 * cpu / seconds, 1), seconds=seconds,
+               switches_per_req=round(switches / fig["requests"], 2) if fig["requests"] else None)
     return fig
