@@ -10,8 +10,9 @@ script
      BUILD/tree -- the working tree itself is never changed;
   2. builds the named test there (out of tree, BUILD/build, warnings not
      fatal; -O2 as the project's default build, without its debug
-     information, which made each mutation's compile and link about a
-     third slower) and runs it unmutated: the baseline must pass;
+     information: src/server/server.cpp compiles in 3.4 s instead of 5.4,
+     and `make test` took 26 minutes instead of 32) and runs it unmutated:
+     the baseline must pass;
   3. applies the mutation to the copy (failing if the text does not occur
      exactly once: a mutation that no longer applies is itself a failure);
   4. rebuilds and runs the test, which must now FAIL;

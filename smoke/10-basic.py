@@ -1183,20 +1183,20 @@ def phase48(ctx):
     with open(os.path.join(folder, "switch_app.py"), "w") as f:
         f.write(SWITCH_APP)
     app = ["--chdir", folder, "--mount", "/=switch_app:application"]
+    for value in ("2", "-0.1", "soon"):
+        line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--python-switch-interval", value] + app,
+                        "switch-interval-%s" % value)
+        check("--python-switch-interval" in line, "the one line does not name the flag: %r" % line)
     for flag, want, said in (([], "0.02", "0.02 s"), (["--python-switch-interval", "0.05"], "0.05", "0.05 s"),
                              (["--python-switch-interval", "0"], "0.005", "Python's own")):
         srv = ctx.server(app + flag)
-        if srv.reused:
-            return  # a server started elsewhere serves some other app
+        check(not srv.reused, "this phase serves an app it writes to a new folder and reads the server's log: "
+                              "it cannot use SERVER; run it without")
         r = http(srv.addr, "GET", "/")
         check(r.status == 200 and abs(float(r.body.decode() or "nan") - float(want)) < 1e-6,
               "%s: the app saw %s %s, want %s" % (flag or "default", r.summary(), short(r.body), want))
         check("config: python switch interval %s" % said in srv.log_text(),
               "%s: the configuration block does not say %r" % (flag or "default", said))
-    for value in ("2", "-0.1", "soon"):
-        line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--python-switch-interval", value] + app,
-                        "switch-interval-%s" % value)
-        check("--python-switch-interval" in line, "the one line does not name the flag: %r" % line)
 
 if __name__ == "__main__":
     sys.exit(smoke.main())

@@ -22,9 +22,10 @@
 // task switch. Once begun this goes on while the queue is full: `/` of the
 // fixture project under `wrk -t2 -c50` fell from about 2000 requests/s to
 // 600 to 900 in some runs and stayed there, at 15 to 36 task switches per
-// request instead of 3. At 0.02 and 0.05 s no run did (smoke/bench.py's
-// Django rows). A request still gives the GIL up whenever it blocks, and one
-// that computes longer than the interval still shares it.
+// request instead of 3. At 0.02 and 0.05 s no run did (three servers per
+// setting, ten 3-second wrk runs each; the bench's `switches_per_req` row
+// shows the state). A request still gives the GIL up whenever it blocks, and
+// one that computes longer than the interval still shares it.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
