@@ -1,7 +1,9 @@
 // Completions: what a pool thread hands the loop through the completion ring.
 //
 // A job ends in exactly one of:
-//   response            a whole response (head and body), written at once;
+//   response            a whole response (head and body), written at once; its
+//                       body may be a file (FileBody: sent by sendfile(2) from
+//                       the loop, wsgi.file_wrapper);
 //   head, chunk*, end   a streamed body: the head, then chunks as the app yields
 //                       them, then end (aborted: the app failed mid-body, so the
 //                       connection is closed rather than the body faked);
@@ -11,6 +13,8 @@
 // has in the ring and in the connection's output buffer, and the pool thread
 // waits while that is above the high-water mark.
 #pragma once
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstdlib>
 #include <memory>
@@ -74,6 +78,25 @@ struct StreamState {
     const size_t hwm;
 };
 
+// A response's body as a range of an open regular file, sent by the loop
+// (libevent's evbuffer_add_file: sendfile(2) on a socket). Made by a pool
+// thread, then owned by whoever holds the completion: the loop takes the
+// descriptor (fd -1 then); a completion dropped on its way (the client left)
+// closes it here.
+struct FileBody {
+    FileBody(int fd_, uint64_t offset_, uint64_t length_, bool cut_)
+        : fd(fd_), offset(offset_), length(length_), cut(cut_) {}
+    FileBody(const FileBody&) = delete;
+    FileBody& operator=(const FileBody&) = delete;
+    ~FileBody() {
+        if (fd >= 0) ::close(fd);
+    }
+    int fd;           // a descriptor of the pool's own (a dup), or -1 once taken
+    uint64_t offset;  // where the body starts in the file
+    uint64_t length;  // how much of it goes
+    bool cut;         // the file holds less than the declared length: close after
+};
+
 struct Completion {
     enum class Kind { response, head, chunk, end, hold };
     Kind kind = Kind::response;
@@ -82,6 +105,7 @@ struct Completion {
     std::string data;                     // chunk
     bool aborted = false;                 // end: the body failed midway
     std::shared_ptr<StreamState> stream;  // head, chunk, end
+    std::shared_ptr<FileBody> file;       // response: the body, instead of response.body
 };
 
 // The completion ring: pool threads -> the loop. Unbounded and never closed

@@ -5,6 +5,7 @@
 #include <event2/bufferevent.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,10 @@ struct Server::Conn {
     bool read_paused = false;    // output over the high-water mark: the next request waits
     bool idle_on_drain = false;  // an answer is draining: the keep-alive timer starts after
     bool chunked = false;        // the streaming body is chunk-framed
-    bool io_writing = false;     // lean: `io` is armed with EV_WRITE
+    bool stream_body = false;    // the streaming answer carries a body (not HEAD, 1xx, 204, 304)
+    // A streaming body framed by Content-Length: the bytes it may still carry.
+    std::optional<uint64_t> stream_left;
+    bool io_writing = false;  // lean: `io` is armed with EV_WRITE
     uint16_t remote_port = 0;
     // Until a hold goes lean: the socket's reads, writes and write timeout.
     bufferevent* bev = nullptr;

@@ -545,6 +545,10 @@ void Server::handle_completion(Completion& comp) {
     }
     switch (comp.kind) {
         case Completion::Kind::response:
+            if (comp.file) {
+                send_file(*c, comp.response, *comp.file);
+                break;
+            }
             send_whole(*c, comp.response);
             finish_request(*c);
             break;

@@ -243,6 +243,10 @@ class Server final : private HoldSink {
     void dispatch(Conn& c, http::Request req);
     void handle_completion(Completion& comp);
     void send_whole(Conn& c, http::Response& r);
+    // A whole answer whose body is a file range (wsgi.file_wrapper): the head
+    // framed by the file's length, the file sent by sendfile(2); a cut file
+    // (short of the declared length) closes the connection after it.
+    void send_file(Conn& c, http::Response& r, FileBody& f);
     void start_stream(Conn& c, http::Response& r, std::shared_ptr<StreamState> st);
     void stream_chunk(Conn& c, std::string& data);
     void end_stream(Conn& c, bool aborted);

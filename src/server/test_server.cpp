@@ -854,6 +854,35 @@ TEST_CASE("server: a streamed body is chunk-framed on HTTP/1.1", "[http][server]
         CHECK(r.raw_body == "hello world" + kAlpha);
         CHECK(rig.server->alive(c->slot));
     }
+    SECTION("past the app's Content-Length nothing is sent: the next answer starts clean") {
+        length = "8";  // "hello wo" of 37
+        c->send(kGet);
+        Reply r = rig.reply(*c);
+        CHECK(r.headers.get("Content-Length") == std::optional<std::string_view>("8"));
+        CHECK(r.raw_body == "hello wo");
+        CHECK(c->in.empty());
+        c->send(kGet);
+        CHECK(rig.reply(*c).raw_body == "hello wo");
+        CHECK(rig.server->alive(c->slot));
+    }
+    SECTION("short of the app's Content-Length the connection closes after what there is") {
+        length = "100";
+        c->send(kGet + kGet);
+        REQUIRE(rig.wait_eof(*c));
+        CHECK(c->in.ends_with("\r\n\r\nhello world" + kAlpha));  // and no second answer
+        SlotRef slot = c->slot;
+        c->close();
+        CHECK(rig.step_until([&] { return !rig.server->alive(slot); }));
+    }
+    SECTION("HEAD: no framing and no body, and the connection is kept") {
+        c->send("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n" + kGet);
+        Reply h = rig.reply(*c, true);
+        CHECK(h.status == 200);
+        CHECK_FALSE(h.headers.has("Transfer-Encoding"));
+        CHECK_FALSE(h.headers.has("Connection"));
+        CHECK(rig.reply(*c).body == "hello world" + kAlpha);
+        CHECK(rig.server->alive(c->slot));
+    }
     SECTION("HTTP/1.0: close-delimited, no chunks") {
         c->send("GET / HTTP/1.0\r\n\r\n");
         REQUIRE(rig.wait_eof(*c));
@@ -873,6 +902,77 @@ TEST_CASE("server: a streamed body is chunk-framed on HTTP/1.1", "[http][server]
         c->close();  // ends the server's lingering close at once
         CHECK(rig.step_until([&] { return !rig.server->alive(slot); }));
     }
+}
+
+// ---- file bodies (wsgi.file_wrapper) ---------------------------------------------
+
+TEST_CASE(
+    "server: a file body goes out from its offset for its length, framed by the answer's "
+    "Content-Length; cut short, the connection closes after it",
+    "[http][server][file]") {
+    char dir[] = "/tmp/m0-server-file-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const std::string path = std::string(dir) + "/f";
+    std::string content;
+    for (int i = 0; i < 300000; ++i) content += static_cast<char>('a' + i % 26);
+    FILE* fp = fopen(path.c_str(), "wb");
+    REQUIRE(fp);
+    fwrite(content.data(), 1, content.size(), fp);
+    fclose(fp);
+    std::vector<int> fds;
+    Rig rig;
+    uint64_t offset = 7, length = 250000;
+    bool cut = false;
+    std::string declared = "250000";
+    rig.app = [&](SlotRef s, const Request&) {
+        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        REQUIRE(fd >= 0);
+        fds.push_back(fd);
+        Completion c;
+        c.kind = Completion::Kind::response;
+        c.slot = s;
+        c.response.headers.add("Content-Length", declared);
+        c.file = std::make_shared<FileBody>(fd, offset, length, cut);
+        rig.ring.push(std::move(c));
+    };
+    auto c = rig.connect();
+    SECTION("whole: the connection is kept for the next answer") {
+        c->send(kGet + kGet);
+        for (int i = 0; i < 2; ++i) {
+            Reply r = rig.reply(*c);
+            CHECK(r.status == 200);
+            CHECK(r.headers.get("Content-Length") == std::optional<std::string_view>("250000"));
+            CHECK(r.body == content.substr(7, 250000));
+        }
+        CHECK(c->in.empty());
+        CHECK(rig.server->alive(c->slot));
+    }
+    SECTION("HEAD: the head alone") {
+        c->send("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n" + kGet);
+        Reply h = rig.reply(*c, true);
+        CHECK(h.headers.get("Content-Length") == std::optional<std::string_view>("250000"));
+        CHECK(rig.reply(*c).body == content.substr(7, 250000));
+    }
+    SECTION("cut: what the file holds, then the close") {
+        declared = "300000";
+        length = 1000;
+        cut = true;
+        c->send(kGet + kGet);
+        REQUIRE(rig.wait_eof(*c));
+        CHECK(c->in.ends_with("\r\n\r\n" + content.substr(7, 1000)));
+        CHECK(c->in.find("HTTP/1.1", 1) == std::string::npos);  // no second answer
+        SlotRef slot = c->slot;
+        c->close();
+        CHECK(rig.step_until([&] { return !rig.server->alive(slot); }));
+    }
+    // Every descriptor the server took is closed once its file was sent.
+    CHECK(rig.step_until([&] {
+        for (int fd : fds)
+            if (fcntl(fd, F_GETFD) != -1) return false;
+        return true;
+    }));
+    std::remove(path.c_str());
+    rmdir(dir);
 }
 
 // ---- the admin side --------------------------------------------------------------

@@ -6,12 +6,17 @@
 #include <cstdio>
 #include <ctime>
 
+#include "http/body_length.hpp"
 #include "loop/log.hpp"
 #include "server/conn.hpp"
 
 namespace m0::server {
 
 using namespace m0::http;
+
+// A connection sending a file writes up to this much a loop turn (one
+// sendfile(2)); the kernel's socket buffer bounds it too.
+constexpr size_t kFileWriteMax = 512 * 1024;
 
 const std::string& Server::date_header() {
     time_t now = std::time(nullptr);
@@ -81,10 +86,6 @@ void Server::refuse_answer(Conn& c, const char* why) {
     close_after_write(c);
 }
 
-static bool bodiless(int status) {
-    return (status >= 100 && status < 200) || status == 204 || status == 304;
-}
-
 void Server::send_whole(Conn& c, Response& r) {
     if (const char* why = invalid_answer(r)) {
         // The connection stays usable: the 502 is whole and framed.
@@ -92,7 +93,7 @@ void Server::send_whole(Conn& c, Response& r) {
         r = error_response(502, why);
     }
     std::string framing;
-    if (!bodiless(r.status)) {
+    if (!bodiless_status(r.status)) {
         size_t len = r.body.size();
         if (c.head_request) {
             // HEAD: the Content-Length the GET would have had (a malformed one is
@@ -105,16 +106,59 @@ void Server::send_whole(Conn& c, Response& r) {
     std::string head = head_text(c, r, framing);
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
-    const bool body = !c.head_request && !bodiless(r.status);
+    const bool body = !c.head_request && !bodiless_status(r.status);
     if (body) evbuffer_add(out, r.body.data(), r.body.size());
     if (access_log_) access_answer(c, r.status, head.size() + (body ? r.body.size() : 0));
+}
+
+void Server::send_file(Conn& c, Response& r, FileBody& f) {
+    if (const char* why = invalid_answer(r)) {
+        refuse_answer(c, why);
+        return;
+    }
+    const bool body = !c.head_request && !bodiless_status(r.status);
+    std::string framing;
+    if (!bodiless_status(r.status)) {
+        // The length the pool declared for the file (its Content-Length, or
+        // the file's own when the app gave none).
+        auto v = r.headers.get("Content-Length");
+        framing = "Content-Length: " + std::string(v ? *v : std::to_string(f.length)) + "\r\n";
+    }
+    std::string head = head_text(c, r, framing);
+    evbuffer* out = bufferevent_get_output(c.bev);
+    evbuffer_add(out, head.data(), head.size());
+    size_t sent = head.size();
+    if (body && f.length > 0) {
+        // libevent owns the descriptor from here and closes it once sent, or
+        // when the connection goes; sendfile(2) writes at most this much a
+        // turn (its default, 16 KiB, costs a loop turn per 16 KiB).
+        if (evbuffer_add_file(out, f.fd, static_cast<ev_off_t>(f.offset),
+                              static_cast<ev_off_t>(f.length)) == 0) {
+            f.fd = -1;
+            sent += f.length;
+            bufferevent_set_max_single_write(c.bev, kFileWriteMax);
+        } else {
+            M0_LOG(error, "answer for slot ", to_string(c.slot), ": the file could not be queued");
+            f.cut = true;
+        }
+    }
+    if (access_log_) access_answer(c, r.status, sent);
+    if (body && f.cut) {
+        // PEP 3333: short of its Content-Length, the connection closes (the
+        // pool logged it).
+        c.keep_alive = false;
+        close_after_write(c);
+        return;
+    }
+    finish_request(c);
 }
 
 void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st) {
     const char* why = invalid_answer(r);
     auto cl = r.headers.get("Content-Length");
+    std::optional<uint64_t> declared;
     // RFC 9110 §8.6: Content-Length = 1*DIGIT; it is written as the framing.
-    if (!why && cl && (cl->empty() || cl->find_first_not_of("0123456789") != std::string::npos))
+    if (!why && cl && !(declared = parse_content_length(*cl)))
         why = "the handler answered a Content-Length that is not a number";
     if (why) {
         if (st) st->cancel();  // its chunks and end find the connection closing: dropped
@@ -125,9 +169,16 @@ void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st)
     c.phase = Phase::streaming;
     std::string framing;
     c.chunked = false;
+    // RFC 9110 §9.3.2, §15.4.5, §6.4.1: a HEAD's answer, a 1xx, 204 or 304
+    // has no body to frame, so the connection stays usable without a length.
+    c.stream_body = !c.head_request && !bodiless_status(r.status);
+    c.stream_left.reset();
     if (cl) {
         framing = "Content-Length: " + std::string(*cl) + "\r\n";
-    } else if (c.version_minor >= 1 && !c.head_request) {
+        if (c.stream_body) c.stream_left = declared;
+    } else if (!c.stream_body) {
+        // nothing to frame
+    } else if (c.version_minor >= 1) {
         framing = "Transfer-Encoding: chunked\r\n";
         c.chunked = true;
     } else {
@@ -143,17 +194,27 @@ void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st)
 
 void Server::stream_chunk(Conn& c, std::string& data) {
     evbuffer* out = bufferevent_get_output(c.bev);
-    if (!data.empty() && !c.head_request) {
+    size_t n = data.size();
+    if (c.stream_left && n > *c.stream_left) {
+        // RFC 9112 §6.3: a byte past the Content-Length would be read as the
+        // start of the next answer. The producer was to stop (the WSGI pool
+        // does); whatever comes is dropped here, whoever sent it.
+        M0_LOG(error, "answer for slot ", to_string(c.slot), ": ",
+               std::to_string(n - *c.stream_left), " bytes past its Content-Length dropped");
+        n = static_cast<size_t>(*c.stream_left);
+    }
+    if (c.stream_left) *c.stream_left -= n;
+    if (n > 0 && c.stream_body) {
         if (c.chunked) {
             char size[32];
-            int n = snprintf(size, sizeof size, "%zx\r\n", data.size());
-            evbuffer_add(out, size, static_cast<size_t>(n));
-            evbuffer_add(out, data.data(), data.size());
+            int line = snprintf(size, sizeof size, "%zx\r\n", n);
+            evbuffer_add(out, size, static_cast<size_t>(line));
+            evbuffer_add(out, data.data(), n);
             evbuffer_add(out, "\r\n", 2);
-            if (c.access) access_bytes(c, static_cast<size_t>(n) + data.size() + 2);
+            if (c.access) access_bytes(c, static_cast<size_t>(line) + n + 2);
         } else {
-            evbuffer_add(out, data.data(), data.size());
-            if (c.access) access_bytes(c, data.size());
+            evbuffer_add(out, data.data(), n);
+            if (c.access) access_bytes(c, n);
         }
     }
     if (c.stream) c.stream->moved(data.size(), evbuffer_get_length(out));
@@ -162,13 +223,22 @@ void Server::stream_chunk(Conn& c, std::string& data) {
 void Server::end_stream(Conn& c, bool aborted) {
     bufferevent_setwatermark(c.bev, EV_WRITE, 0, 0);
     c.stream.reset();
+    if (!aborted && c.stream_left && *c.stream_left > 0) {
+        // PEP 3333: a body short of its Content-Length closes the connection,
+        // or the client would wait for the rest, or take the next answer's
+        // bytes for it.
+        M0_LOG(error, "answer for slot ", to_string(c.slot), " ended ",
+               std::to_string(*c.stream_left), " bytes short of its Content-Length: closed");
+        aborted = true;
+    }
+    c.stream_left.reset();
     if (aborted) {
         // The body failed midway: a truncated body must not look complete.
         c.keep_alive = false;
         close_after_write(c);
         return;
     }
-    if (c.chunked && !c.head_request) {
+    if (c.chunked) {
         evbuffer_add(bufferevent_get_output(c.bev), "0\r\n\r\n", 5);
         if (c.access) access_bytes(c, 5);
     }

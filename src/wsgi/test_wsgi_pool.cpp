@@ -2,8 +2,12 @@
 // the loop's channel before the completion, headers consumed, the cursor read
 // before the app runs), PEP 3333 details (environ, start_response, write(),
 // close() always called, streamed bodies), and failures (500, raised).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <thread>
 
@@ -139,6 +143,89 @@ def interval_app(environ, start_response):
 def header_split_app(environ, start_response):
     start_response('200 OK', [('X-Split', 'a\r\nSet-Cookie: evil=1')])
     return [b'x']
+
+# PEP 3333, "Handling the Content-Length Header": the declared length is a cap
+# and a promise, whatever the body's shape. `asked` counts the items the server
+# took from an iterator, so a test sees where the server stopped.
+asked = []
+
+def counted(*chunks):
+    for c in chunks:
+        asked.append(c)
+        yield c
+
+def over_iter_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '15')])
+    return counted(b'0123456789', b'ABCDEFGHIJ', b'never asked')
+
+def over_first_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '5')])
+    return counted(b'0123456789', b'never asked')
+
+def over_list_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '5')])
+    return [b'12345', b'overflow-bytes']
+
+def short_list_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '100')])
+    return [b'0123456789']
+
+def short_iter_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '100')])
+    return counted(b'01234', b'56789')
+
+def over_write_app(environ, start_response):
+    write = start_response('200 OK', [('Content-Length', '4')])
+    write(b'abcdef')
+    write(b'more')
+    return [b'and more']
+
+def zero_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '0')])
+    return counted(b'x')
+
+def not_modified_app(environ, start_response):
+    start_response('304 Not Modified', [('Content-Length', '1234')])
+    return []
+
+def bad_length_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', environ['QUERY_STRING'])])
+    return [b'x']
+
+def two_lengths_app(environ, start_response):
+    start_response('200 OK', [('Content-Length', '1'), ('Content-Length', '2')])
+    return [b'x']
+
+# wsgi.file_wrapper: QUERY_STRING is "PATH", "PATH,OFFSET,LENGTH" (LENGTH -1:
+# no Content-Length), or "bytes" (an io.BytesIO, not a real file).
+wrapper_closed = []
+
+class Closer:
+    def __init__(self, f):
+        self.f = f
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+    def close(self):
+        wrapper_closed.append(True)
+        self.f.close()
+
+def file_app(environ, start_response):
+    import io
+    q = environ['QUERY_STRING'].split(',')
+    if q[0] == 'bytes':
+        f, length = io.BytesIO(b'not a real file'), 15
+    else:
+        f = open(q[0], 'rb')
+        f.seek(int(q[1]) if len(q) > 1 else 0)
+        length = int(q[2]) if len(q) > 2 else None
+    headers = [] if length is None or length < 0 else [('Content-Length', str(length))]
+    start_response('200 OK', headers)
+    return environ['wsgi.file_wrapper'](Closer(f) if q[0] != 'bytes' else f, 4)
+
+def raw_uri_app(environ, start_response):
+    body = (environ.get('RAW_URI', '-') + ' ' + environ.get('REQUEST_URI', '-')).encode()
+    start_response('200 OK', [('Content-Length', str(len(body)))])
+    return [body]
 )PY";
 
 struct Python {
@@ -504,4 +591,267 @@ TEST_CASE("wsgi pool: a body that fails after its head ends aborted, so the clie
     CHECK(out.back().kind == Completion::Kind::end);
     CHECK(out.back().aborted);
     CHECK(rig.pool.raised.load() == 1);
+}
+
+namespace {
+
+// The items of list `name` in the test apps' module, as str(), and clears it.
+std::vector<std::string> take_list(const char* name) {
+    app("over_iter_app");  // the interpreter is up
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject* mod = PyImport_ImportModule("m0_test_apps");
+    PyObject* list = mod ? PyObject_GetAttrString(mod, name) : nullptr;
+    std::vector<std::string> out;
+    for (Py_ssize_t i = 0; list && i < PyList_Size(list); ++i) {
+        PyObject* item = PyList_GetItem(list, i);
+        PyObject* text = PyBytes_Check(item) ? PyUnicode_FromEncodedObject(item, "latin-1", nullptr)
+                                             : PyObject_Str(item);
+        out.emplace_back(text ? PyUnicode_AsUTF8(text) : "?");
+        Py_XDECREF(text);
+    }
+    if (list) PyList_SetSlice(list, 0, PyList_Size(list), nullptr);
+    Py_XDECREF(list);
+    Py_XDECREF(mod);
+    PyGILState_Release(g);
+    return out;
+}
+
+// The items the server took from the apps' `counted` iterators, and clears them.
+std::vector<std::string> asked() { return take_list("asked"); }
+
+// Every byte the completions put on the way to the client: a whole answer's
+// body, or a stream's chunks.
+std::string body_of(const std::deque<Completion>& out) {
+    std::string all;
+    for (const auto& c : out)
+        all += c.kind == Completion::Kind::response ? c.response.body : c.data;
+    return all;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "wsgi pool: an iterator longer than its Content-Length is cut at it, and the server stops "
+    "asking for more",
+    "[wsgi][pool][length]") {
+    Rig rig;
+    asked();
+    auto out = rig.run("over_iter_app");
+    CHECK(body_of(out) == "0123456789ABCDE");
+    REQUIRE(out.size() >= 2);
+    CHECK(out.front().kind == Completion::Kind::head);
+    CHECK(out.back().kind == Completion::Kind::end);
+    CHECK_FALSE(out.back().aborted);  // the answer is whole: the connection stays usable
+    CHECK(asked() == std::vector<std::string>{"0123456789", "ABCDEFGHIJ"});
+}
+
+TEST_CASE("wsgi pool: a first chunk past its Content-Length is one whole answer of that length",
+          "[wsgi][pool][length]") {
+    Rig rig;
+    asked();
+    auto out = rig.run("over_first_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().kind == Completion::Kind::response);
+    CHECK(out.front().response.body == "01234");
+    CHECK(out.front().response.headers.get("Content-Length") ==
+          std::optional<std::string_view>("5"));
+    CHECK(asked() == std::vector<std::string>{"0123456789"});
+}
+
+TEST_CASE("wsgi pool: a list follows the same rule as an iterator: cut at its Content-Length",
+          "[wsgi][pool][length]") {
+    Rig rig;
+    auto out = rig.run("over_list_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().kind == Completion::Kind::response);
+    CHECK(out.front().response.body == "12345");
+    CHECK(out.front().response.headers.get("Content-Length") ==
+          std::optional<std::string_view>("5"));
+}
+
+TEST_CASE("wsgi pool: write() past the Content-Length sends no more than it declared",
+          "[wsgi][pool][length]") {
+    Rig rig;
+    auto out = rig.run("over_write_app");
+    CHECK(body_of(out) == "abcd");
+    CHECK(rig.pool.raised.load() == 0);
+    for (const auto& c : out) CHECK_FALSE(c.aborted);
+}
+
+TEST_CASE(
+    "wsgi pool: a body shorter than its Content-Length goes out with that length and ends "
+    "aborted, so the connection closes",
+    "[wsgi][pool][length]") {
+    for (const char* name : {"short_list_app", "short_iter_app"}) {
+        DYNAMIC_SECTION(name) {
+            Rig rig;
+            auto out = rig.run(name);
+            REQUIRE(out.size() >= 3);
+            CHECK(out.front().kind == Completion::Kind::head);
+            CHECK(out.front().response.headers.get("Content-Length") ==
+                  std::optional<std::string_view>("100"));
+            CHECK(body_of(out) == "0123456789");
+            CHECK(out.back().kind == Completion::Kind::end);
+            CHECK(out.back().aborted);
+        }
+    }
+    asked();
+}
+
+TEST_CASE("wsgi pool: a declared zero sends nothing and takes nothing from the iterator",
+          "[wsgi][pool][length]") {
+    Rig rig;
+    asked();
+    auto out = rig.run("zero_app");
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().kind == Completion::Kind::response);
+    CHECK(out.front().response.body.empty());
+    CHECK(asked().empty());
+}
+
+TEST_CASE("wsgi pool: a HEAD or a 304 is never short of its Content-Length",
+          "[wsgi][pool][length]") {
+    Rig rig;
+    http::Request head;
+    head.method = "HEAD";
+    auto h = rig.run("short_list_app", head);
+    REQUIRE(h.size() == 1);
+    CHECK(h.front().kind == Completion::Kind::response);
+    CHECK(h.front().response.headers.get("Content-Length") ==
+          std::optional<std::string_view>("100"));
+    auto n = rig.run("not_modified_app");
+    REQUIRE(n.size() == 1);
+    CHECK(n.front().kind == Completion::Kind::response);
+    CHECK(n.front().response.status == 304);
+}
+
+TEST_CASE("wsgi pool: a Content-Length that is not one number is the app's error, a 500",
+          "[wsgi][pool][length]") {
+    for (const char* value : {"abc", "-1", "1 ", "1,1", ""}) {
+        DYNAMIC_SECTION("'" << value << "'") {
+            Rig rig;
+            http::Request r;
+            r.query = value;
+            auto out = rig.run("bad_length_app", r);
+            REQUIRE(out.size() == 1);
+            CHECK(out.front().response.status == 500);
+            CHECK(rig.pool.raised.load() == 1);
+        }
+    }
+    Rig rig;
+    auto two = rig.run("two_lengths_app");
+    REQUIRE(two.size() == 1);
+    CHECK(two.front().response.status == 500);
+}
+
+TEST_CASE("wsgi pool: RAW_URI and REQUEST_URI are the request target as it came", "[wsgi][pool]") {
+    Rig rig;
+    http::Request r;
+    r.target = "/a%2Fb?q=%20x";
+    r.path_info = "/a/b";
+    r.query = "q=%20x";
+    auto out = rig.run("raw_uri_app", r);
+    REQUIRE(out.size() == 1);
+    CHECK(out.front().response.body == "/a%2Fb?q=%20x /a%2Fb?q=%20x");
+}
+
+namespace {
+
+// A file of `n` bytes "0123456789..." in a temporary folder; removed with it.
+struct TempFile {
+    std::string path;
+    explicit TempFile(size_t n) {
+        char dir[] = "/tmp/m0-wsgi-file-XXXXXX";
+        REQUIRE(mkdtemp(dir));
+        path = std::string(dir) + "/f";
+        std::string body;
+        for (size_t i = 0; i < n; ++i) body += static_cast<char>('0' + i % 10);
+        FILE* f = fopen(path.c_str(), "wb");
+        REQUIRE(f);
+        fwrite(body.data(), 1, body.size(), f);
+        fclose(f);
+    }
+    ~TempFile() {
+        std::remove(path.c_str());
+        std::remove(path.substr(0, path.size() - 2).c_str());
+    }
+};
+
+size_t wrapper_closes() { return take_list("wrapper_closed").size(); }
+
+std::deque<Completion> run_file(Rig& rig, const std::string& query, const char* method = "GET") {
+    http::Request r;
+    r.method = method;
+    r.query = query;
+    return rig.run("file_app", r);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "wsgi pool: a real file in wsgi.file_wrapper goes to the loop as a descriptor and a range, "
+    "and close() is called before the job ends",
+    "[wsgi][pool][file]") {
+    TempFile f(100);
+    Rig rig;
+    wrapper_closes();
+    SECTION("from its position, to its end, the length added when the app gave none") {
+        auto out = run_file(rig, f.path + ",10,-1");
+        REQUIRE(out.size() == 1);
+        const Completion& c = out.front();
+        CHECK(c.kind == Completion::Kind::response);
+        REQUIRE(c.file);
+        CHECK(c.file->fd >= 0);
+        CHECK(c.file->offset == 10);
+        CHECK(c.file->length == 90);
+        CHECK_FALSE(c.file->cut);
+        CHECK(c.response.body.empty());
+        CHECK(c.response.headers.get("Content-Length") == std::optional<std::string_view>("90"));
+        // The descriptor is the pool's own: the app's close() did not close it.
+        char buf[4] = {};
+        CHECK(pread(c.file->fd, buf, 4, 10) == 4);
+        CHECK(std::string(buf, 4) == "0123");
+        CHECK(wrapper_closes() == 1);
+    }
+    SECTION("no further than its Content-Length (a file that grew)") {
+        auto out = run_file(rig, f.path + ",0,30");
+        REQUIRE(out.size() == 1);
+        REQUIRE(out.front().file);
+        CHECK(out.front().file->length == 30);
+        CHECK_FALSE(out.front().file->cut);
+        CHECK(wrapper_closes() == 1);
+    }
+    SECTION("a file shorter than its Content-Length goes as it is, marked cut") {
+        auto out = run_file(rig, f.path + ",50,80");
+        REQUIRE(out.size() == 1);
+        REQUIRE(out.front().file);
+        CHECK(out.front().file->length == 50);
+        CHECK(out.front().file->cut);
+        CHECK(out.front().response.headers.get("Content-Length") ==
+              std::optional<std::string_view>("80"));
+        CHECK(wrapper_closes() == 1);
+    }
+    SECTION("HEAD: never cut") {
+        auto out = run_file(rig, f.path + ",50,80", "HEAD");
+        REQUIRE(out.size() == 1);
+        REQUIRE(out.front().file);
+        CHECK_FALSE(out.front().file->cut);
+    }
+}
+
+TEST_CASE("wsgi pool: a file-like object that is not a real file is read through the wrapper",
+          "[wsgi][pool][file]") {
+    Rig rig;
+    auto out = run_file(rig, "bytes");
+    CHECK(body_of(out) == "not a real file");
+    for (const auto& c : out) CHECK_FALSE(c.file);
+    CHECK(rig.pool.raised.load() == 0);
+}
+
+TEST_CASE("wsgi pool: a dropped file completion closes its descriptor", "[wsgi][pool][file]") {
+    TempFile f(10);
+    int fd = open(f.path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    { FileBody body(fd, 0, 10, false); }
+    CHECK(fcntl(fd, F_GETFD) == -1);
 }

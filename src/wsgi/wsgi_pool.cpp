@@ -1,9 +1,15 @@
 #include "wsgi/wsgi_pool.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 
+#include "http/body_length.hpp"
 #include "loop/log.hpp"
 #include "wsgi/interpreter.hpp"
 
@@ -20,8 +26,10 @@ struct Job {
     bool started = false;    // start_response called
     bool head_sent = false;  // the head left for the loop
     bool hold = false;       // start_response named M0-Hold or Grip-Hold
-    http::Response resp;     // status + headers; body collected while not streaming
-    std::optional<size_t> content_length;
+    bool head_request = false;
+    http::Response resp;  // status + headers; body collected while not streaming
+    // The body against its Content-Length (PEP 3333): set by start_response.
+    http::BodyLength length{std::nullopt, true};
     std::shared_ptr<StreamState> stream;
     bool client_gone = false;
 };
@@ -53,6 +61,33 @@ Job* job_of(PyObject* capsule, const char* what) {
     }
     return link->job;
 }
+
+// PEP 3333, "Optional Platform-Specific File Handling": environ's
+// wsgi.file_wrapper. An app returns FileWrapper(filelike, blksize); serve_job
+// recognises the type and, for a real file, hands the loop a descriptor to
+// send with sendfile(2). Iterating it (any other file-like object) reads
+// block by block, as PEP 3333's example does.
+const char* const kFileWrapperSource = R"PY(
+class FileWrapper:
+    """m0serve's wsgi.file_wrapper: a regular file is sent by sendfile(2) from
+    the event loop, with no pool thread kept; any other file-like object is
+    read blksize bytes at a time."""
+
+    def __init__(self, filelike, blksize=8192):
+        self.filelike = filelike
+        self.blksize = blksize
+        if hasattr(filelike, "close"):
+            self.close = filelike.close
+
+    def __iter__(self):
+        read = self.filelike.read
+        blksize = self.blksize
+        while True:
+            data = read(blksize)
+            if not data:
+                return
+            yield data
+)PY";
 
 PyObject* str_latin1(std::string_view s) {
     return PyUnicode_DecodeLatin1(s.data(), static_cast<Py_ssize_t>(s.size()), nullptr);
@@ -102,6 +137,27 @@ bool send_chunk(Job& j, std::string data) {
     return true;
 }
 
+// One piece of the body, from the iterable or write(): admitted against the
+// declared length (PEP 3333: "the server should not transmit more bytes than
+// the Content-Length allows"), then kept for a whole answer or streamed.
+// `collect`: keep it while the head is not out (a list or tuple is the whole
+// body already). A hold's body is its stream's head: kept whole, unmeasured.
+// False when the client left (client_gone). GIL held.
+bool emit(Job& j, std::string chunk, bool collect) {
+    if (j.hold) {
+        j.resp.body += chunk;
+        return true;
+    }
+    chunk.resize(j.length.admit(chunk.size()));
+    if (!j.head_sent && (collect || j.length.complete())) {
+        // A first piece that completes the length is one whole answer.
+        j.resp.body += chunk;
+    } else if (!chunk.empty() && !send_chunk(j, std::move(chunk))) {
+        return false;
+    }
+    return true;
+}
+
 // PEP 3333: write(data), the callable start_response returns.
 PyObject* py_write(PyObject* self, PyObject* data) {
     Job* jp = job_of(self, "write()");
@@ -116,9 +172,9 @@ PyObject* py_write(PyObject* self, PyObject* data) {
         return nullptr;
     }
     std::string s(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
-    if (j.hold) {
-        j.resp.body += s;
-    } else if (!send_chunk(j, std::move(s))) {
+    // Past a complete Content-Length the bytes are dropped (counted, and
+    // logged once the request ends), as the iterable's are.
+    if (!emit(j, std::move(s), false)) {
         PyErr_SetString(PyExc_OSError, "client disconnected");
         return nullptr;
     }
@@ -182,17 +238,30 @@ PyObject* py_start_response(PyObject* self, PyObject* args) {
         }
         hs.add(std::move(k), std::move(v));
     }
+    // RFC 9110 §8.6: Content-Length = 1*DIGIT, and one value: an answer framed
+    // by a length the server cannot read, or by two, is the app's error (a
+    // 500 while nothing is sent), never a guess.
+    std::optional<uint64_t> declared;
+    for (const auto& [k, v] : hs.items) {
+        if (!http::iequals(k, "Content-Length")) continue;
+        auto n = http::parse_content_length(v);
+        if (!n) {
+            PyErr_SetString(PyExc_ValueError,
+                            ("Content-Length '" + v + "' is not a decimal number").c_str());
+            return nullptr;
+        }
+        if (declared && *declared != *n) {
+            PyErr_SetString(PyExc_ValueError, "two different Content-Length headers");
+            return nullptr;
+        }
+        declared = n;
+    }
     j.started = true;
     j.resp.status = code;
     j.resp.headers = std::move(hs);
     j.resp.body.clear();
     j.hold = hold::asks_hold(j.resp.headers);
-    j.content_length.reset();
-    if (auto cl = j.resp.headers.get("Content-Length")) {
-        size_t n = 0;
-        auto [q, e2] = std::from_chars(cl->data(), cl->data() + cl->size(), n);
-        if (e2 == std::errc() && q == cl->data() + cl->size()) j.content_length = n;
-    }
+    j.length = http::BodyLength(declared, !j.head_request && !http::bodiless_status(code));
     // The write callable shares the capsule, so it ends with the request too.
     return PyCFunction_New(&write_def, self);
 }
@@ -226,10 +295,13 @@ struct EnvironTemplate {
         input,
         content_type,
         content_length,
+        raw_uri,
+        request_uri,
         count
     };
     PyObject* keys[count] = {};
-    PyObject* fixed = nullptr;  // SERVER_SOFTWARE, wsgi.version, the wsgi.* flags
+    PyObject* fixed = nullptr;         // SERVER_SOFTWARE, wsgi.version, the wsgi.* flags
+    PyObject* file_wrapper = nullptr;  // the FileWrapper type (also in `fixed`)
     // Header name as received -> its interned HTTP_* key; bounded, so a
     // client's invented names cannot grow it.
     std::unordered_map<std::string, PyObject*> header_keys;
@@ -237,9 +309,10 @@ struct EnvironTemplate {
 
     EnvironTemplate() {
         static const char* const names[count] = {
-            "REQUEST_METHOD", "SCRIPT_NAME",     "PATH_INFO",    "QUERY_STRING",  "SERVER_NAME",
-            "SERVER_PORT",    "SERVER_PROTOCOL", "REMOTE_ADDR",  "REMOTE_PORT",   "wsgi.url_scheme",
-            "wsgi.errors",    "wsgi.input",      "CONTENT_TYPE", "CONTENT_LENGTH"};
+            "REQUEST_METHOD", "SCRIPT_NAME",     "PATH_INFO",       "QUERY_STRING",
+            "SERVER_NAME",    "SERVER_PORT",     "SERVER_PROTOCOL", "REMOTE_ADDR",
+            "REMOTE_PORT",    "wsgi.url_scheme", "wsgi.errors",     "wsgi.input",
+            "CONTENT_TYPE",   "CONTENT_LENGTH",  "RAW_URI",         "REQUEST_URI"};
         for (int i = 0; i < count; ++i) keys[i] = PyUnicode_InternFromString(names[i]);
         fixed = PyDict_New();
         if (!fixed) return;
@@ -255,6 +328,20 @@ struct EnvironTemplate {
             Py_CLEAR(fixed);
         Py_XDECREF(software);
         Py_XDECREF(version);
+        PyObject* ns = PyDict_New();
+        PyObject* name = PyUnicode_FromString("m0serve");
+        if (ns && name && PyDict_SetItemString(ns, "__builtins__", PyEval_GetBuiltins()) == 0 &&
+            PyDict_SetItemString(ns, "__name__", name) == 0) {
+            PyObject* r = PyRun_String(kFileWrapperSource, Py_file_input, ns, ns);
+            Py_XDECREF(r);
+            file_wrapper = r ? PyDict_GetItemString(ns, "FileWrapper") : nullptr;
+            Py_XINCREF(file_wrapper);
+        }
+        Py_XDECREF(name);
+        Py_XDECREF(ns);
+        if (!file_wrapper || !fixed ||
+            PyDict_SetItemString(fixed, "wsgi.file_wrapper", file_wrapper) != 0)
+            Py_CLEAR(fixed);
     }
     bool ok() const {
         for (PyObject* k : keys)
@@ -281,9 +368,15 @@ struct EnvironTemplate {
     }
 };
 
+// The GIL held. Made on first use, never freed.
+EnvironTemplate& environ_template() {
+    static EnvironTemplate* t = new EnvironTemplate;
+    return *t;
+}
+
 // PEP 3333 environ. New reference, or null with an exception set.
 PyObject* build_environ(const http::Request& r, PyObject* errors) {
-    static EnvironTemplate* t = new EnvironTemplate;  // the GIL held; never freed
+    EnvironTemplate* t = &environ_template();
     if (!t->ok()) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_RuntimeError, "the WSGI environ template failed");
@@ -304,6 +397,14 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
         set_item(env, t->keys[K::remote_port], str_latin1(std::to_string(r.remote_port))) == 0 &&
         set_item(env, t->keys[K::url_scheme], str_latin1(r.scheme)) == 0 &&
         PyDict_SetItem(env, t->keys[K::errors], errors) == 0;
+    if (ok) {
+        // The request target as it came, before any decoding: gunicorn's
+        // RAW_URI and uWSGI's REQUEST_URI, which some apps read.
+        PyObject* target = str_latin1(r.target);
+        ok = target && PyDict_SetItem(env, t->keys[K::raw_uri], target) == 0 &&
+             PyDict_SetItem(env, t->keys[K::request_uri], target) == 0;
+        Py_XDECREF(target);
+    }
     if (ok) {
         // wsgi.input: a real file-like object over the whole body.
         // io.BytesIO, looked up once (under the GIL) and kept for the
@@ -363,6 +464,48 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
     return env;
 }
 
+// PEP 3333, "Optional Platform-Specific File Handling": when the app returned
+// the environ's own wsgi.file_wrapper around a regular file, the file range
+// its answer sends (from the file's position, as far as the Content-Length
+// allows, or to the file's end when it declared none: that length is then
+// added), as a descriptor of the pool's own for the loop to sendfile(2).
+// Null, with no exception set, for anything else: the wrapper is then
+// iterated, reading the file-like object block by block. GIL held.
+std::shared_ptr<FileBody> take_file(Job& j, PyObject* result, const std::string& what) {
+    EnvironTemplate& t = environ_template();
+    if (!j.started || j.hold || !t.file_wrapper ||
+        Py_TYPE(result) != reinterpret_cast<PyTypeObject*>(t.file_wrapper))
+        return nullptr;
+    PyObject* filelike = PyObject_GetAttrString(result, "filelike");
+    int fd = filelike ? PyObject_AsFileDescriptor(filelike) : -1;  // its fileno()
+    PyObject* pos = fd >= 0 ? PyObject_CallMethod(filelike, "tell", nullptr) : nullptr;
+    long long offset = pos ? PyLong_AsLongLong(pos) : -1;
+    Py_XDECREF(pos);
+    Py_XDECREF(filelike);
+    struct stat st;
+    if (offset < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        PyErr_Clear();  // not a real file (io.BytesIO has no fileno()): read it
+        return nullptr;
+    }
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the app's close() closes its own
+    if (own < 0) {
+        M0_LOG(warn, j.worker, ": ", what, ": wsgi.file_wrapper: dup: ", std::strerror(errno),
+               "; the file is read instead");
+        return nullptr;
+    }
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t at = static_cast<uint64_t>(offset);
+    const uint64_t there = size > at ? size - at : 0;
+    if (!j.length.declared()) {
+        j.resp.headers.set("Content-Length", std::to_string(there));
+        j.length = http::BodyLength(there, j.length.carries_body());
+    }
+    // More in the file than declared is a range of it (or a file that grew):
+    // the declared length goes. Less: what there is, then the close.
+    const uint64_t length = j.length.admit(there);
+    return std::make_shared<FileBody>(own, at, length, j.length.short_of_declared());
+}
+
 }  // namespace
 
 WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
@@ -389,9 +532,18 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
     j.pool = &pool;
     j.slot = slot;
     j.worker = "wsgi-" + std::to_string(thread_index);
+    j.head_request = req.method == "HEAD";
     h.at(hold::Point::handler_start, slot);
 
-    enum class Outcome { whole, streamed, hold, failed_before_head, failed_streaming } outcome;
+    enum class Outcome {
+        whole,
+        file,
+        streamed,
+        hold,
+        failed_before_head,
+        failed_streaming,
+        cut
+    } outcome;
     PyGILState_STATE gil = PyGILState_Ensure();
     auto* link = new JobLink{&j};
     PyObject* capsule = PyCapsule_New(link, kLinkName, free_link);
@@ -401,12 +553,15 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
     PyObject* environ = start_response ? build_environ(req, errors ? errors : Py_None) : nullptr;
     PyObject* result =
         environ ? PyObject_CallFunctionObjArgs(app, environ, start_response, nullptr) : nullptr;
-    PyObject* iter = result ? PyObject_GetIter(result) : nullptr;
-    bool failed = iter == nullptr;
-    bool done_whole = false;
+    std::shared_ptr<FileBody> file =
+        result ? take_file(j, result, req.method + " " + req.target) : nullptr;
+    PyObject* iter = result && !file ? PyObject_GetIter(result) : nullptr;
+    bool failed = !file && iter == nullptr;
     // A list or tuple is the whole body already: one response with its length.
     const bool sized = result && (PyList_Check(result) || PyTuple_Check(result));
-    while (!failed) {
+    // PEP 3333: "stop iterating over the response when enough data has been
+    // sent" (write() may have sent it before the iterable is asked at all).
+    while (iter && !failed && !j.length.complete() && !j.client_gone) {
         PyObject* item = PyIter_Next(iter);
         if (!item) {
             failed = PyErr_Occurred() != nullptr;
@@ -426,20 +581,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
         }
         std::string chunk(PyBytes_AS_STRING(item), static_cast<size_t>(PyBytes_GET_SIZE(item)));
         Py_DECREF(item);
-        if (j.hold || done_whole || (sized && !j.head_sent)) {
-            if (!done_whole) j.resp.body += chunk;
-            continue;  // bytes past a complete Content-Length are dropped
-        }
-        if (!j.head_sent && j.content_length &&
-            j.resp.body.size() + chunk.size() >= *j.content_length) {
-            // The declared length is complete: one whole response.
-            j.resp.body += chunk;
-            j.resp.body.resize(*j.content_length);
-            done_whole = true;
-            continue;
-        }
-        if (chunk.empty()) continue;
-        if (!send_chunk(j, std::move(chunk))) break;  // the client left
+        if (!emit(j, std::move(chunk), sized)) break;  // the client left
     }
     if (failed) {
         log_exception(std::string(j.worker) + ": WSGI app raised on " + req.method + " " +
@@ -469,14 +611,37 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
         failed = true;
         M0_LOG(error, j.worker, ": the WSGI app returned without calling start_response()");
     }
+    if (!failed && j.started && !j.hold && !j.client_gone) {
+        // PEP 3333: bytes past the Content-Length were not sent; a body
+        // short of it closes the connection, "and log or otherwise report
+        // the error". The access log shows the bytes that went.
+        if (j.length.over() > 0)
+            M0_LOG(warn, j.worker, ": ", req.method, " ", req.target, ": the body went past its ",
+                   "Content-Length ", std::to_string(*j.length.declared()), ": ",
+                   std::to_string(j.length.over()), " bytes dropped, the rest not read");
+        if (j.length.short_of_declared())
+            M0_LOG(error, j.worker, ": ", req.method, " ", req.target, ": the body ended at ",
+                   std::to_string(j.length.taken()), " of its Content-Length ",
+                   std::to_string(*j.length.declared()), " bytes: the connection is closed");
+    }
     if (failed)
         outcome = j.head_sent ? Outcome::failed_streaming : Outcome::failed_before_head;
+    else if (file)
+        outcome = Outcome::file;
+    else if (!j.hold && !j.client_gone && j.length.short_of_declared())
+        outcome = Outcome::cut;
     else if (j.hold)
         outcome = Outcome::hold;
     else if (j.head_sent)
         outcome = Outcome::streamed;
     else
         outcome = Outcome::whole;
+    if (outcome == Outcome::cut && !j.head_sent) {
+        // The head goes as the app framed it, then what there is of the body.
+        std::string body = std::move(j.resp.body);
+        j.resp.body.clear();
+        send_chunk(j, std::move(body));
+    }
     PyGILState_Release(gil);
     drop_gil();  // taken by the pool's enter hook, when there is one
 
@@ -485,11 +650,12 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
             hold::post_response(h, slot, http::error_response(500, "internal server error"));
             break;
         case Outcome::failed_streaming:
+        case Outcome::cut:
         case Outcome::streamed: {
             Completion c;
             c.kind = Completion::Kind::end;
             c.slot = slot;
-            c.aborted = outcome == Outcome::failed_streaming || j.client_gone;
+            c.aborted = outcome != Outcome::streamed || j.client_gone;
             c.stream = j.stream;
             h.ring->push(std::move(c));
             break;
@@ -507,6 +673,16 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
         case Outcome::whole:
             hold::post_response(h, slot, std::move(j.resp));
             break;
+        case Outcome::file: {
+            Completion c;
+            c.kind = Completion::Kind::response;
+            c.slot = slot;
+            c.response = std::move(j.resp);
+            c.file = std::move(file);
+            h.ring->push(std::move(c));
+            h.at(hold::Point::completion_posted, slot);
+            break;
+        }
     }
 }
 

@@ -13,6 +13,12 @@
 //     response; anything else streams (head, chunks, end), the thread waiting
 //     with the GIL released while the connection's output is over the
 //     high-water mark.
+// Every piece of the body (from the iterable, write(), or a file) is admitted
+// against the declared Content-Length (http::BodyLength): never past it (the
+// iteration stops), and short of it the stream ends aborted so the connection
+// closes; both are logged. wsgi.file_wrapper around a regular file: the job
+// hands the loop a dup of its descriptor and the range to send (FileBody,
+// sendfile(2) from the loop), then calls close() and ends, keeping no thread.
 // The app's close() is always called (PEP 3333). An exception before the
 // head is out is a 500 with the traceback in the log; after, the connection is
 // closed so a truncated body never looks complete.
