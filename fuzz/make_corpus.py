@@ -85,6 +85,10 @@ REQUESTS = {
     "connect": b"CONNECT h:443 HTTP/1.1\r\n" + H + b"\r\n",
     "expect-other": b"GET / HTTP/1.1\r\n" + H + b"Expect: 200-ok\r\n\r\n",
     "bad-chunk": b"POST / HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+    # A trailer naming a framing field: refused 400 (RFC 9110 §6.5.1), the one
+    # before it dropped.
+    "trailer-content-length": b"POST /c HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n"
+    + b"2\r\nab\r\n0\r\nX-Trailer: t\r\ncontent-length: 9\r\n\r\n",
     # fuzz_parser found it: a control character as a field value's first byte
     # came through (src/http/test_parser.cpp, "parser: a control character in a
     # field value is 400, the first byte too").

@@ -117,6 +117,37 @@ Refusal check_codings(std::string_view value) {
     if (other) return {501, "unsupported transfer coding"};
     return {};
 }
+
+// A trailer field named `name` (whole, any case): refused with a reason that
+// names the field, or {} when it is only dropped (every other name).
+Refusal check_trailer_field(std::string_view name) {
+    static constexpr struct {
+        std::string_view name;
+        const char* reason;
+    } refused[] = {
+        // framing
+        {"Content-Length", "Content-Length is not allowed as a trailer field"},
+        {"Transfer-Encoding", "Transfer-Encoding is not allowed as a trailer field"},
+        {"Trailer", "Trailer is not allowed as a trailer field"},
+        // routing
+        {"Host", "Host is not allowed as a trailer field"},
+        // the connection
+        {"Connection", "Connection is not allowed as a trailer field"},
+        {"Keep-Alive", "Keep-Alive is not allowed as a trailer field"},
+        {"TE", "TE is not allowed as a trailer field"},
+        {"Upgrade", "Upgrade is not allowed as a trailer field"},
+    };
+    // RFC 9110 §6.5.1: "Many fields cannot be processed outside the header
+    // section because their evaluation is necessary prior to receiving the
+    // content, such as those that describe message framing, routing,
+    // authentication, request modifiers, response controls, or content format."
+    // Those that frame the message, route it or govern the connection are
+    // refused: a trailer naming one is a client (or an intermediary) that reads
+    // the message another way than this server does.
+    for (const auto& r : refused)
+        if (iequals(name, r.name)) return {400, r.reason};
+    return {};
+}
 }  // namespace
 
 bool is_token(std::string_view s) {
@@ -206,14 +237,9 @@ int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
         // RFC 9110 §5.1: field-name = token
         if (!is_tchar(at[i])) return s->fail(400, "bad header field name");
     }
-    if (s->last_was_value_) s->field_.clear();  // a new header begins
-    // RFC 9110 §6.5.1: trailer fields are not merged into the header section;
-    // they are counted against the limit and dropped.
-    if (s->head_done_) {
-        s->last_was_value_ = false;
-        s->field_ = "x";
-        return 0;
-    }
+    if (s->last_was_value_) s->field_.clear();  // a new field line begins
+    // A trailer field's name too (bounded by count_head above): on_header_value
+    // decides on it once it is whole.
     s->field_.append(at, n);
     s->last_was_value_ = false;
     return 0;
@@ -233,7 +259,18 @@ int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
         if ((c < 0x20 && c != '\t') || c == 0x7f)
             return s->fail(400, "control character in a header field value");
     }
-    if (s->head_done_) {  // a trailer field's value: dropped
+    if (s->head_done_) {
+        // A trailer field. Its name is whole when its value begins: http-parser
+        // calls here (with no bytes for an empty value) before the line's end.
+        if (!s->last_was_value_) {
+            Refusal bad = check_trailer_field(s->field_);
+            if (bad.status) return s->fail(bad.status, bad.reason);
+        }
+        // RFC 9110 §6.5.1: "A recipient MUST NOT merge a trailer field into a
+        // header section unless the recipient understands the corresponding
+        // header field definition and that definition explicitly permits and
+        // defines how trailer field values can be safely merged." None is merged:
+        // the others are counted against the limits and dropped.
         s->last_was_value_ = true;
         return 0;
     }

@@ -15,7 +15,9 @@
 // Transfer-Encoding, differing Content-Lengths, Transfer-Encoding on HTTP/1.0,
 // chunked not the final coding or applied twice, whitespace or another non-token
 // byte in a field name, a control character (HTAB aside) in a field value, a
-// repeated or malformed Host, differing Content-Types, bad chunk sizes. A coding other than chunked
+// repeated or malformed Host, differing Content-Types, bad chunk sizes, a trailer field naming
+// Content-Length, Transfer-Encoding, Trailer, Host, Connection, Keep-Alive, TE or Upgrade (other
+// trailer fields are counted and dropped). A coding other than chunked
 // before chunked is 501. Before http-parser sees them, the head's bytes are checked here
 // (scan_head): the request line against RFC 9112 §3 (one SP between its parts, a token method, a
 // target of visible ASCII, "HTTP/" DIGIT "." DIGIT), and every line end against §2.2 (CRLF only, no
@@ -98,7 +100,7 @@ class RequestParser {
     http_parser_settings settings_{};
     ParserLimits limits_;
     Request req_;
-    std::string field_;
+    std::string field_;  // the name of the field line being read (a trailer field's too)
     bool last_was_value_ = false;
     size_t head_bytes_ = 0;
     size_t body_bytes_ = 0;

@@ -66,6 +66,7 @@ struct Case {
     size_t requests;
     int continues;
     std::function<void(const std::vector<Request>&)> check;
+    const char* reason = nullptr;  // the error's reason, when the case pins it
 };
 
 ParserLimits head_limit(size_t n) {
@@ -87,6 +88,12 @@ std::string with_fields(size_t n) {
     std::string s = "GET / HTTP/1.1\r\nHost: h\r\n";
     for (size_t i = 1; i < n; ++i) s += "X-" + std::to_string(i) + ": v\r\n";
     return s + "\r\n";
+}
+
+// A chunked request of body "ab" whose trailer section is `trailers`.
+std::string with_trailers(const std::string& trailers) {
+    return "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n" +
+           trailers + "\r\n";
 }
 
 std::vector<std::pair<std::string, std::string>> items(
@@ -463,6 +470,149 @@ const std::vector<Case>& cases() {
          0,
          0,
          nullptr},
+        // ---- trailer fields (RFC 9110 §6.5.1): those that frame, route or
+        // belong to the connection are refused, naming the field; others are dropped ----
+        {"a Content-Length trailer is 400",
+         with_trailers("Content-Length: 2\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Content-Length is not allowed as a trailer field"},
+        {"a content-length trailer in lower case is 400",
+         with_trailers("content-length: 2\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Content-Length is not allowed as a trailer field"},
+        {"a Transfer-Encoding trailer is 400",
+         with_trailers("Transfer-Encoding: chunked\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Transfer-Encoding is not allowed as a trailer field"},
+        {"a TRANSFER-encoding trailer in mixed case is 400",
+         with_trailers("TRANSFER-encoding: gzip\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Transfer-Encoding is not allowed as a trailer field"},
+        {"a Trailer trailer is 400",
+         with_trailers("Trailer: X-Checksum\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Trailer is not allowed as a trailer field"},
+        {"a Host trailer is 400",
+         with_trailers("Host: evil\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Host is not allowed as a trailer field"},
+        {"a hOsT trailer in mixed case is 400",
+         with_trailers("hOsT: h\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Host is not allowed as a trailer field"},
+        {"a Host trailer with an empty value is 400",
+         with_trailers("Host:\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Host is not allowed as a trailer field"},
+        {"a Connection trailer is 400",
+         with_trailers("Connection: close\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Connection is not allowed as a trailer field"},
+        {"a Keep-Alive trailer is 400",
+         with_trailers("Keep-Alive: timeout=5\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Keep-Alive is not allowed as a trailer field"},
+        {"a TE trailer is 400",
+         with_trailers("TE: trailers\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "TE is not allowed as a trailer field"},
+        {"a te trailer in lower case is 400",
+         with_trailers("te: trailers\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "TE is not allowed as a trailer field"},
+        {"an Upgrade trailer is 400",
+         with_trailers("Upgrade: websocket\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Upgrade is not allowed as a trailer field"},
+        {"a refused trailer after an allowed one is 400",
+         with_trailers("X-Checksum: 1\r\nContent-Length: 2\r\n"),
+         {},
+         400,
+         0,
+         0,
+         nullptr,
+         "Content-Length is not allowed as a trailer field"},
+        {"an allowed trailer is dropped and the request served",
+         with_trailers("X-Checksum: 1\r\n"),
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].body == "ab");
+             CHECK_FALSE(r[0].headers.has("X-Checksum"));
+             CHECK(r[0].headers.items.size() == 2);
+         }},
+        {"trailers whose names only begin like a refused one are dropped",
+         with_trailers("Content-Length-X: 1\r\nHosts: 1\r\nTEA: 1\r\nX-Host: 1\r\n"),
+         {},
+         0,
+         1,
+         0,
+         [](const auto& r) {
+             CHECK(r[0].body == "ab");
+             CHECK(r[0].headers.items.size() == 2);
+         }},
+        {"a refused trailer in the second pipelined request leaves the first complete",
+         with_trailers("X-Checksum: 1\r\n") + with_trailers("Host: h\r\n"),
+         {},
+         400,
+         1,
+         0,
+         [](const auto& r) { CHECK(r[0].body == "ab"); },
+         "Host is not allowed as a trailer field"},
         // ---- Host (RFC 9112 §3.2) ----
         {"two Host fields are 400",
          "GET / HTTP/1.1\r\nHost: h\r\nHost: h\r\n\r\n",
@@ -947,6 +1097,7 @@ TEST_CASE("parser: every table case gives the same result fed whole or one byte 
                 CHECK(o.error_status == c.error_status);
                 REQUIRE(o.requests.size() == c.requests);
                 CHECK(o.continues == c.continues);
+                if (c.reason) CHECK(o.error_reason == c.reason);
                 if (c.error_status == 0) CHECK(o.leftover == 0);
                 if (c.check) c.check(o.requests);
             }
@@ -1122,18 +1273,19 @@ TEST_CASE("parser: in_message is false between requests and true inside one", "[
 // ---- regressions ----
 
 // RFC 9110 §6.5.1: a trailer field must not be merged into the header section
-// (a trailer "Content-Length: 99" once reached the application).
+// (a trailer "Content-Length: 99" once reached the application; that name is
+// now refused outright, see the table).
 TEST_CASE("parser: trailer fields of a chunked body do not become request headers",
           "[http][parser]") {
     RequestParser p;
     std::string s =
         "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n"
-        "Content-Length: 99\r\n\r\n";
+        "X-Checksum: 99\r\n\r\n";
     auto r = p.feed(s.data(), s.size());
     REQUIRE(r.status == Status::complete);
     Request req = p.take();
     CHECK(req.body == "ab");
-    CHECK_FALSE(req.headers.has("Content-Length"));
+    CHECK_FALSE(req.headers.has("X-Checksum"));
 }
 
 // RFC 9110 §5.5: a field value excludes leading and trailing whitespace
