@@ -38,6 +38,14 @@ and /hello under m0serve, gunicorn (gthread) and uWSGI, four threads each;
 the mojo /native/hello beside nginx's `return 200`: requests/s, p50/p99,
 server CPU.
 
+files (wrk, smoke/bench_files.py): Django's FileResponse of a 1 MiB and a
+100 MiB file of random bytes (fixtures/djangoproj's /files/NAME, the folder
+in M0_BENCH_FILES) under m0serve, gunicorn (gthread) and uWSGI, started as
+for the request rows; wrk -t2 -c8 for 1 MiB, -c2 for 100 MiB, --files-seconds
+each: requests/s, p50/p99, server CPU seconds per GB wrk read, and whether the
+server's environ offered wsgi.file_wrapper (the view's X-File-Wrapper header,
+read by one checked GET before wrk).
+
 head (smoke/bench_head.py): a mojo hold's head (mojo-mount-hold-head-s)
 while both Python threads are inside a slow view, 200 tries, on an idle
 server and with N holds open and 20 events/s flowing.
@@ -47,6 +55,7 @@ build/figures.jsonl (smoke/emit.py).
 
     /usr/bin/python3 smoke/bench.py --holds 1000,5000 --runs 3
     /usr/bin/python3 smoke/bench.py --parts requests --runs 1
+    /usr/bin/python3 smoke/bench.py --parts files --runs 1
 """
 
 import argparse
@@ -62,6 +71,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_files  # noqa: E402
 import bench_head  # noqa: E402
 import bench_wrk  # noqa: E402
 import emit  # noqa: E402
@@ -69,7 +79,7 @@ from bench_pushpin import PushpinServer  # noqa: E402
 from bench_util import ROOT, fmt, free_ports, median, wait_port  # noqa: E402
 
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
-PARTS = ("holds", "requests", "head")
+PARTS = ("holds", "requests", "files", "head")
 
 # measure -> (what, better, target, against): a ratio against that server's
 # figure, or (against None) the figure itself.
@@ -278,6 +288,21 @@ def run_requests(args, run, out, results):
                       fig["switches_per_req"], fig["non_2xx"], fig["socket_errors"]), flush=True)
 
 
+def run_files(args, run, folder, digests, out, results):
+    for label, _, _ in bench_files.SIZES:
+        for kind in bench_files.SERVERS:
+            with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
+                fig = bench_files.measure(kind, label, args.binary, args.files_seconds, tmp, folder,
+                                          digests[label])
+            record(out, results, ("files", label, kind), fig, run=run, part="files", file=label,
+                   server=kind)
+            print("bench: run %d files %-6s %-8s %7.1f requests/s, p50 %.1f ms, p99 %.1f ms, "
+                  "%.2f CPU s/GB, file_wrapper %s, %d non-2xx, %d socket errors" % (
+                      run + 1, label, kind, fig["requests_per_s"], fig["p50_ms"], fig["p99_ms"],
+                      fig["cpu_s_per_gb"], fig["file_wrapper"], fig["non_2xx"], fig["socket_errors"]),
+                  flush=True)
+
+
 def run_head(args, run, out, results):
     for case, holds in (("idle", 0), ("loaded", args.head_holds)):
         if case == "loaded" and not holds:
@@ -340,6 +365,32 @@ def table_requests(args, results):
                 [path, key] + [fmt(med[k]) for k in servers] + row + targets))
 
 
+def table_files(args, results):
+    servers = bench_files.SERVERS
+    ratios = [("m0serve", "gunicorn"), ("m0serve", "uwsgi")]
+    print("\nfiles: Django FileResponse, wrk -t2 -cN -d%ds --latency (N: %s); medians of %d runs" % (
+        args.files_seconds, ", ".join("%d for %s" % (c, lbl) for lbl, _, c in bench_files.SIZES), args.runs))
+    cols = servers + ["%s/%s" % r for r in ratios]
+    print(("%-7s %-15s" + " %16s" * len(cols)) % tuple(["file", "measure"] + cols))
+    for label, _, _ in bench_files.SIZES:
+        for key in ("requests_per_s", "p50_ms", "p99_ms", "cpu_s_per_gb", "cpu_pct", "non_2xx",
+                    "socket_errors"):
+            med = {k: median(results.get(("files", label, k), []), key) for k in servers}
+            row = [fmt(med[a] / med[b] if med[a] is not None and med[b] else None) for a, b in ratios]
+            print(("%-7s %-15s" + " %16s" * len(cols)) % tuple(
+                [label, key] + [fmt(med[k]) for k in servers] + row))
+            if key == "requests_per_s":
+                for (a, b), r in zip(ratios, row):
+                    if r != "-":
+                        emit.emit("bench-files-%s-%s-%s-ratio" % (label.lower(), a, b),
+                                  round(med[a] / med[b], 4), "ratio", out=open(os.devnull, "w"))
+        # What each run's environ said (one value unless a run differed).
+        said = {k: "/".join(sorted({str(r.get("file_wrapper")) for r in results.get(("files", label, k), [])}))
+                for k in servers}
+        print(("%-7s %-15s" + " %16s" * len(cols)) % tuple(
+            [label, "file_wrapper"] + [said[k] or "-" for k in servers] + ["-"] * len(ratios)))
+
+
 def table_head(args, results):
     print("\nhead: GET /native/hold, connect to the head's end, both Python threads in /slow; "
           "%d tries; medians of %d runs" % (args.head_tries, args.runs))
@@ -363,10 +414,12 @@ def check_tools(parts, servers):
             need.append(NCHAN_MODULE)
         if any(k.startswith("pushpin") for k in servers):
             need += [t for t in ("pushpin", "zurl", "condure") if not shutil.which(t)]
-    if "requests" in parts:
-        need += [t for t in ("wrk", "gunicorn", "uwsgi", "nginx") if not shutil.which(t)]
+    if "requests" in parts or "files" in parts:
+        need += [t for t in ("wrk", "gunicorn", "uwsgi") if not shutil.which(t)]
         if not os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so"):
             need.append("uwsgi-plugin-python3")
+    if "requests" in parts and not shutil.which("nginx"):
+        need.append("nginx")
     if need:
         raise SystemExit("bench: missing %s (make bench-deps installs them)" % ", ".join(need))
 
@@ -375,7 +428,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
-    ap.add_argument("--parts", default=",".join(PARTS), help="holds, requests, head (comma-separated)")
+    ap.add_argument("--parts", default=",".join(PARTS), help="holds, requests, files, head (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
     ap.add_argument("--servers", default="m0-mojo,m0-mojo-1loop,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
                     help="the hold rows' servers: m0-mojo, m0-mojo-1loop (--loops 1), m0-django, m0-redis2 (--workers 2 --bus "
@@ -389,6 +442,7 @@ def main():
     ap.add_argument("--storm-events", type=int, default=200, help="events each storm stream is replayed, +1")
     ap.add_argument("--storm-pad", type=int, default=1000, help="bytes of padding in each storm event")
     ap.add_argument("--requests-seconds", type=int, default=10, help="wrk's -d")
+    ap.add_argument("--files-seconds", type=int, default=10, help="wrk's -d in the files part")
     ap.add_argument("--head-holds", type=int, default=10000,
                     help="holds open in the head's loaded case (0: idle only; capped by the fd limit)")
     ap.add_argument("--head-tries", type=int, default=200)
@@ -409,18 +463,23 @@ def main():
         plan.append(("storm", args.storm_holds, 1))
     results = {}  # (part, ...) -> [figures]
     t0 = time.monotonic()
-    with open(args.out, "a") as out:
+    with open(args.out, "a") as out, tempfile.TemporaryDirectory(prefix="m0bench-files-") as folder:
+        digests = bench_files.make_files(folder) if "files" in parts else None
         for run in range(args.runs):
             if "holds" in parts:
                 run_holds(args, run, plan, servers, out, results)
             if "requests" in parts:
                 run_requests(args, run, out, results)
+            if "files" in parts:
+                run_files(args, run, folder, digests, out, results)
             if "head" in parts:
                 run_head(args, run, out, results)
     if "holds" in parts:
         table_holds(args, plan, servers, results)
     if "requests" in parts:
         table_requests(args, results)
+    if "files" in parts:
+        table_files(args, results)
     if "head" in parts:
         table_head(args, results)
     print("\nJSON lines: %s; %.0f s in all" % (args.out, time.monotonic() - t0))

@@ -99,17 +99,20 @@ def to_ms(text):
 
 def parse_wrk(out):
     """wrk --latency's text -> requests_per_s, p50_ms, p99_ms, requests,
-    socket_errors (wrk counts a connection the server closes without
-    `Connection: close` as a read error: uWSGI's --http-socket does so after
-    every answer) and non_2xx (answers other than 2xx/3xx)."""
+    bytes_read, socket_errors (wrk counts a connection the server closes
+    without `Connection: close` as a read error: uWSGI's --http-socket does
+    so after every answer) and non_2xx (answers other than 2xx/3xx)."""
     fig = {}
     m = re.search(r"Requests/sec:\s+([\d.]+)", out)
     fig["requests_per_s"] = float(m.group(1)) if m else None
     for pct, key in (("50", "p50_ms"), ("99", "p99_ms")):
         m = re.search(r"^\s+%s%%\s+(\S+)" % pct, out, re.M)
         fig[key] = to_ms(m.group(1)) if m else None
-    m = re.search(r"(\d+) requests in", out)
+    m = re.search(r"(\d+) requests in \S+, ([\d.]+)([KMGTP]?)B read", out)
     fig["requests"] = int(m.group(1)) if m else 0
+    # wrk counts every byte it read, headers and bodies, and a response
+    # the duration's end cut short; in binary units, two decimals.
+    fig["bytes_read"] = float(m.group(2)) * 1024 ** " KMGTP".index(m.group(3) or " ") if m else None
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     fig["socket_errors"] = sum(int(x) for x in m.groups()) if m else 0
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -117,19 +120,27 @@ def parse_wrk(out):
     return fig
 
 
-def measure(kind, path, binary, seconds, tmp):
-    """One server, fresh: warm-up, then wrk; returns its figures."""
+def measure(kind, path, binary, seconds, tmp, wrk_args=("-t2", "-c50"), warm_args=("-t1", "-c4"),
+            env=None, probe=None):
+    """One server, fresh: warm-up, then wrk; returns its figures.
+
+    wrk_args and warm_args are the measurement's and the warm-up's wrk
+    options (warm_args None: no warm-up); env, the server's environment;
+    probe(url), called once before the warm-up, returns figures of its own
+    to add."""
     port = free_port()
     cmd, sig = command(kind, binary, port, tmp)
-    proc, log = start(cmd, os.path.join(tmp, kind + ".log"))
+    proc, log = start(cmd, os.path.join(tmp, kind + ".log"), env=env)
     try:
         wait_port(port, proc, kind, timeout=30)
         url = "http://127.0.0.1:%d%s" % (port, path)
-        subprocess.run(["wrk", "-t1", "-c4", "-d1s", url], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=60)
+        extra = probe(url) if probe else {}
+        if warm_args is not None:
+            subprocess.run(["wrk", *warm_args, "-d1s", url], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=60)
         pids = with_descendants([proc.pid])
         cpu0, switches0 = cpu_seconds(pids), task_switches(pids)
-        out = subprocess.run(["wrk", "-t2", "-c50", "-d%ds" % seconds, "--latency", url],
+        out = subprocess.run(["wrk", *wrk_args, "-d%ds" % seconds, "--latency", url],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=seconds + 60)
         cpu, switches = cpu_seconds(pids) - cpu0, task_switches(pids) - switches0
         if proc.poll() is not None:
@@ -141,6 +152,7 @@ def measure(kind, path, binary, seconds, tmp):
     if fig["requests_per_s"] is None:
         raise SystemExit("bench: wrk printed no Requests/sec for %s %s: %s" % (
             kind, path, out.stdout.decode(errors="replace")[-400:]))
+    fig.update(extra)
     fig.update(cpu_s=round(cpu, 3), cpu_pct=round(100 * cpu / seconds, 1), seconds=seconds,
                switches_per_req=round(switches / fig["requests"], 2) if fig["requests"] else None)
     return fig

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import types
 import unittest
 from pathlib import Path
@@ -249,6 +250,54 @@ class PublishTest(SimpleTestCase):
         with mock.patch.dict(sys.modules, {"_m0": FakeNative()}):
             response = self.client.get("/hold-publish", {"channel": "m0.slot.1"})
         self.assertEqual(response.status_code, 400)
+
+
+class FilesTest(SimpleTestCase):
+    """/files/NAME: a file of $M0_BENCH_FILES, nothing outside it."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.folder = os.path.join(tmp.name, "files")
+        os.mkdir(self.folder)
+        self.data = os.urandom(10000)
+        with open(os.path.join(self.folder, "f.bin"), "wb") as f:
+            f.write(self.data)
+        with open(os.path.join(tmp.name, "secret"), "wb") as f:
+            f.write(b"outside")
+        os.symlink(os.path.join(tmp.name, "secret"),
+                   os.path.join(self.folder, "out"))
+        os.mkdir(os.path.join(self.folder, "sub"))
+        env = mock.patch.dict(os.environ, {"M0_BENCH_FILES": self.folder})
+        env.start()
+        self.addCleanup(env.stop)
+
+    def test_serves_the_file_and_says_which_environ(self):
+        response = self.client.get("/files/f.bin")
+        self.assertEqual(response.status_code, 200)
+        self.assertTrue(response.streaming)
+        self.assertEqual(response["Content-Length"], "10000")
+        self.assertEqual(response["X-File-Wrapper"], "no")
+        self.assertEqual(b"".join(response.streaming_content), self.data)
+        response = self.client.get("/files/f.bin",
+                                   **{"wsgi.file_wrapper": object()})
+        self.assertEqual(response["X-File-Wrapper"], "yes")
+        response.close()
+        response = self.client.head("/files/f.bin")
+        self.assertEqual(response.status_code, 200)
+        response.close()
+        self.assertEqual(self.client.post("/files/f.bin").status_code, 405)
+
+    def test_nothing_outside_the_folder(self):
+        for name in ("..", ".", "..%2Fsecret", "%2E%2E", "out", "sub",
+                     "missing", "f.bin%00", "f.bin/", "sub/..%2Ff.bin"):
+            with self.subTest(name=name):
+                self.assertEqual(
+                    self.client.get("/files/" + name).status_code, 404)
+
+    def test_without_the_folder_is_404(self):
+        del os.environ["M0_BENCH_FILES"]
+        self.assertEqual(self.client.get("/files/f.bin").status_code, 404)
 
 
 class ValidatedApplicationTest(SimpleTestCase):
