@@ -93,9 +93,19 @@ install: build
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
 
 # ---- tests -------------------------------------------------------------
+# Each part in turn, stopping at the first that fails; the time each took is
+# printed as it ends, and all of them at the end.
+TEST_PARTS := format-check unit property test-python smoke sabotage fuzz-brief
 test: deps build
-	$(MAKE) --no-print-directory format-check unit property test-python smoke sabotage fuzz-brief
-	@echo "make test: every part passed"
+	@t0=$$(date +%s); took=; \
+	for part in $(TEST_PARTS); do \
+	  s=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$part || { \
+	    echo "make test: $$part FAILED after $$(( $$(date +%s) - s )) s"; exit 1; }; \
+	  echo "make test: $$part took $$(( $$(date +%s) - s )) s"; \
+	  took="$$took $$part $$(( $$(date +%s) - s ))s"; \
+	done; \
+	echo "make test: every part passed in $$(( $$(date +%s) - t0 )) s:$$took"
 
 # A failure ends with one `reproduce:` line per failed test
 # (.ci/ctest-reproduce.sh), a property's with RapidCheck's reproduce string.

@@ -19,7 +19,14 @@ script
   5. restores the copy's file.
 
 It prints one line per mutation, CAUGHT or MISSED, with the test that caught
-it, and exits non-zero unless every mutation was caught.
+it and the seconds it took, and exits non-zero unless every mutation was
+caught.
+
+Steps 1-5 run in --lanes copies side by side (BUILD/tree and BUILD/build,
+BUILD/tree-1 and BUILD/build-1, ...; logs sabotage.log, sabotage-1.log), the
+mutations split between them with each test's mutations in one lane: a
+mutation's rebuild is one compile and one link, which a second core does not
+speed up, so two lanes on two cores do twice the mutations an hour.
 
     sabotage/run.py --build build/sabotage --group pool
     sabotage/run.py --build build/sabotage --all
@@ -31,6 +38,8 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Property tests run this many cases under sabotage (and in the baseline).
@@ -104,6 +113,99 @@ def run_test(build, test, log):
     return sh([str(build / test)], log, env=env, timeout=300)
 
 
+def split_lanes(muts, lanes):
+    """The mutations in `lanes` lists of about equal count, each test's
+    mutations kept together (a lane builds only the tests it runs)."""
+    by_test = {}
+    for m in muts:
+        by_test.setdefault(m.test, []).append(m)
+    out = [[] for _ in range(lanes)]
+    for group in sorted(by_test.values(), key=len, reverse=True):
+        min(out, key=len).extend(group)
+    return [lane for lane in out if lane]
+
+
+class Lane:
+    """One copy of the tree and one build folder, running its mutations in
+    turn. Lanes run side by side, each on its own core: a mutation's rebuild
+    is one compile and one link, which a second core does not speed up."""
+
+    def __init__(self, base, index, muts, jobs, say):
+        suffix = "" if index == 0 else f"-{index}"
+        self.tree, self.build = base / f"tree{suffix}", base / f"build{suffix}"
+        self.log = base / f"sabotage{suffix}.log"
+        self.marker = base / f"mutated{suffix}"
+        self.muts, self.jobs, self.say = muts, jobs, say
+        self.failed = []  # names of the mutations not caught
+        self.error = None  # why the lane could not start (cmake, baseline)
+
+    def prepare(self):
+        self.log.write_text("")
+        # An interrupted run may have left a mutated file compiled into the
+        # build: its marker names the file, which is then rewritten (and so
+        # recompiled).
+        if self.marker.exists():
+            stale = self.tree / self.marker.read_text().strip()
+            if stale.exists():
+                stale.unlink()
+            self.marker.unlink()
+        copy_tree(self.tree)
+        if sh(["cmake", "-S", self.tree, "-B", self.build, "-DM0_WERROR=OFF", "-DCMAKE_BUILD_TYPE=Release",
+               "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"], self.log):
+            self.error = f"sabotage: cmake failed (log: {self.log})"
+            return False
+        # The baseline: every named test builds and passes unmutated.
+        tests = sorted({m.test for m in self.muts})
+        if sh(["cmake", "--build", self.build, "-j", self.jobs, "--target", *tests], self.log):
+            self.error = f"sabotage: the baseline does not build (log: {self.log})"
+            return False
+        for t in tests:
+            if run_test(self.build, t, self.log) != 0:
+                self.error = (f"sabotage: baseline FAILED: {t} fails without any mutation (log: {self.log})\n"
+                              f"reproduce: {self.build}/{t}")
+                return False
+        self.say(f"sabotage: baseline green: {', '.join(tests)}")
+        return True
+
+    def run(self):
+        if not self.prepare():
+            self.failed = [m.name for m in self.muts]
+            return
+        for m in self.muts:
+            began = time.monotonic()
+            verdict = self.one(m)
+            if verdict:
+                self.failed.append(m.name)
+            self.say(f"{verdict or 'CAUGHT'} {m.name}" + (f" by {m.test}" if not verdict else "") +
+                     f" ({time.monotonic() - began:.0f} s): " + (m.what if not verdict else self.why))
+
+    def one(self, m):
+        """None when the mutation is caught; else STALE, BROKEN or MISSED
+        (self.why says more)."""
+        target = self.tree / m.file
+        original = target.read_text()
+        count = original.count(m.find)
+        if count != 1:
+            self.why = f"its text occurs {count} times in {m.file}, not once; update the mutation"
+            return "STALE"
+        try:
+            self.marker.write_text(m.file)
+            target.write_text(original.replace(m.find, m.replace))
+            if sh(["cmake", "--build", self.build, "-j", self.jobs, "--target", m.test], self.log):
+                self.why = f"the mutated tree does not build (log: {self.log})"
+                return "BROKEN"
+            if run_test(self.build, m.test, self.log) != 0:
+                return None
+            self.why = f"{m.test} still passes although {m.what}"
+            return "MISSED"
+        except subprocess.TimeoutExpired:
+            self.why = f"{m.test} hung (timeout) although {m.what}"
+            return "MISSED"
+        finally:
+            target.write_text(original)
+            self.marker.unlink()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=str(ROOT / "build" / "sabotage"))
@@ -111,7 +213,8 @@ def main():
     g.add_argument("--all", action="store_true")
     g.add_argument("--group")
     g.add_argument("--only", action="append")
-    ap.add_argument("--jobs", default=str(os.cpu_count() or 2))
+    ap.add_argument("--lanes", type=int, default=min(os.cpu_count() or 1, 2),
+                    help="copies of the tree that run mutations side by side (default: the cores, at most 2)")
     args = ap.parse_args()
 
     muts = [Mutation(p) for p in sorted((ROOT / "sabotage").glob("*.mutation"))]
@@ -123,75 +226,37 @@ def main():
         raise SystemExit("sabotage: no mutation selected")
 
     base = pathlib.Path(args.build).resolve()
-    tree, build = base / "tree", base / "build"
     base.mkdir(parents=True, exist_ok=True)
-    log = base / "sabotage.log"
-    log.write_text("")
-    # An interrupted run may have left a mutated file compiled into the build:
-    # its marker names the file, which is then rewritten (and so recompiled).
-    marker = base / "mutated"
-    if marker.exists():
-        stale = tree / marker.read_text().strip()
-        if stale.exists():
-            stale.unlink()
-        marker.unlink()
-    copy_tree(tree)
-    if sh(["cmake", "-S", tree, "-B", build, "-DM0_WERROR=OFF", "-DCMAKE_BUILD_TYPE=Release",
-           "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"], log):
-        print(f"sabotage: cmake failed (log: {log})")
-        return 2
+    lock = threading.Lock()
 
-    # The baseline: every named test builds and passes unmutated.
-    tests = sorted({m.test for m in muts})
-    if sh(["cmake", "--build", build, "-j", args.jobs, "--target", *tests], log):
-        print(f"sabotage: the baseline does not build (log: {log})")
-        return 2
-    for t in tests:
-        if run_test(build, t, log) != 0:
-            print(f"sabotage: baseline FAILED: {t} fails without any mutation (log: {log})")
-            print(f"reproduce: {build}/{t}")
-            return 2
-    print(f"sabotage: baseline green: {', '.join(tests)}")
+    def say(line):
+        with lock:
+            print(line, flush=True)
 
-    failures = 0
-    failed = set()
-    for m in muts:
-        target = tree / m.file
-        original = target.read_text()
-        count = original.count(m.find)
-        if count != 1:
-            print(f"STALE  {m.name}: its text occurs {count} times in {m.file}, not once; update the mutation")
-            failures += 1
-            failed.add(m.name)
-            continue
-        try:
-            marker.write_text(m.file)
-            target.write_text(original.replace(m.find, m.replace))
-            if sh(["cmake", "--build", build, "-j", args.jobs, "--target", m.test], log):
-                print(f"BROKEN {m.name}: the mutated tree does not build (log: {log})")
-                failures += 1
-                failed.add(m.name)
-                continue
-            rc = run_test(build, m.test, log)
-            if rc != 0:
-                print(f"CAUGHT {m.name} by {m.test}: {m.what}")
-            else:
-                print(f"MISSED {m.name}: {m.test} still passes although {m.what}")
-                failures += 1
-                failed.add(m.name)
-        except subprocess.TimeoutExpired:
-            print(f"MISSED {m.name}: {m.test} hung (timeout) although {m.what}")
-            failures += 1
-            failed.add(m.name)
-        finally:
-            target.write_text(original)
-            marker.unlink()
-    print(f"sabotage: {len(muts) - failures} passed, {failures} failed")
-    if failures:
-        failed_names = [m.name for m in muts if m.name in failed]
+    began = time.monotonic()
+    parts = split_lanes(muts, max(1, args.lanes))
+    # A lane builds its baseline with the cores the other lanes leave it.
+    jobs = str(max(1, (os.cpu_count() or 1) // len(parts)))
+    lanes = [Lane(base, i, part, jobs, say) for i, part in enumerate(parts)]
+    threads = [threading.Thread(target=lane.run) for lane in lanes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [lane.error for lane in lanes if lane.error]
+    for e in errors:
+        print(e)
+    failed = {name for lane in lanes for name in lane.failed}
+    print(f"sabotage: {len(muts) - len(failed)} passed, {len(failed)} failed, {len(lanes)} lanes, "
+          f"{time.monotonic() - began:.0f} s")
+    if errors:
+        return 2
+    if failed:
         print("reproduce: " + "; ".join(
-            f"/usr/bin/python3 sabotage/run.py --build {args.build} --only {n}" for n in failed_names))
-    return 1 if failures else 0
+            f"/usr/bin/python3 sabotage/run.py --build {args.build} --only {m.name}"
+            for m in muts if m.name in failed))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -995,13 +995,17 @@ class Smoke:
                 return 2
             phases = [p for p in phases if p[0] in args.phase]
         failed = 0
+        started = time.monotonic()
         for number, what, fn, timeout in phases:
             ok = self._run_phase(number, what, fn, timeout)
             failed += 0 if ok else 1
+        print("smoke %s: %d of %d phases passed in %.0f s" % (
+            self.script, len(phases) - failed, len(phases), time.monotonic() - started), flush=True)
         return 1 if failed else 0
 
     def _run_phase(self, number, what, fn, timeout):
         ctx = Ctx(self, number)
+        began = time.monotonic()
         reason = None
         tb = None
 
@@ -1033,7 +1037,8 @@ class Smoke:
         if problem:
             reason = reason + "; also " + problem if reason else problem
         if reason is None:
-            print("PASS %s phase %d: %s" % (self.script, number, what), flush=True)
+            print("PASS %s phase %d: %s (%.1f s)" % (self.script, number, what, time.monotonic() - began),
+                  flush=True)
             return True
         print("FAIL %s phase %d: %s: %s" % (self.script, number, what, one_line(reason)), flush=True)
         if tb:
