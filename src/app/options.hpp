@@ -1,4 +1,5 @@
-// The command line: the options every flag sets, and their parser.
+// The command line: the options every flag sets, and their parser (the
+// flags themselves are rows of the flag table, flags.hpp).
 //
 // Threads: the main thread, before anything else starts.
 #pragma once
@@ -23,8 +24,6 @@ class OptionError : public std::runtime_error {
   public:
     using std::runtime_error::runtime_error;
 };
-
-extern const char* const kUsage;
 
 struct MountSpec {
     std::string prefix, spec;
@@ -63,7 +62,7 @@ struct Options {
     // 0 leaves Python's own (0.005).
     double python_switch_interval = 0.02;
     log::Level level = log::Level::info;
-    server::ServerConfig server;
+    server::ServerConfig server{.hold_coalesce = server::kHoldCoalesce};
     bool realtime = false;
     std::optional<bus::RedisUrl> redis;  // --bus redis://...; none: in process
     int workers = 1;                     // --workers: more than 1, a supervising parent
@@ -80,20 +79,10 @@ struct Options {
     std::string access_log;  // --access-log: a path, "-" for standard output; empty: off
 };
 
-// A flag a config file may set, by its name without "--": one that takes a
-// value, a switch, or one that repeats (a list in the file).
-struct Flag {
-    enum Kind { value, toggle, list };
-    std::string_view name;
-    Kind kind;
-};
-const std::vector<Flag>& flags();
-const Flag* find_flag(std::string_view name);
-
-// Parses argv[1..argc), after the keys of --config FILE when given. `mojo_names` are the
-// compiled-in mojo mounts a
-// --mount may name. --help and --version print and exit 0; anything wrong
-// throws OptionError.
+// Parses argv[1..argc), after the keys of --config FILE when given, by the
+// flag table (flags.hpp). `mojo_names` are the compiled-in mojo mounts a
+// --mount may name. --help, --help-markdown and --version print and exit 0;
+// anything wrong throws OptionError.
 Options parse_options(int argc, char** argv, const std::vector<std::string>& mojo_names);
 
 }  // namespace m0::app

@@ -65,6 +65,10 @@ struct UnixSocketOptions {
     int uid = -1, gid = -1;
 };
 
+// The binary's --hold-coalesce (a ServerConfig's own is 0, so that tests
+// that drive the loop turn by turn see every flush).
+inline constexpr double kHoldCoalesce = 0.001;
+
 struct ServerConfig {
     http::ParserLimits limits;
     double header_timeout = 10;
@@ -85,7 +89,7 @@ struct ServerConfig {
     // Holds' writes staged within this many seconds of the last flush's end
     // wait for the rest of it, so events published close together leave in
     // one sendmsg a connection (--hold-coalesce; the binary's default is
-    // 0.001). 0: every loop turn flushes at its end.
+    // kHoldCoalesce). 0: every loop turn flushes at its end.
     double hold_coalesce = 0;
     std::string admin_key;    // bearer key for admin POST /publish; empty: refused
     bool admin_open = false;  // --admin-open: admin POSTs need no key (loopback only)
