@@ -14,6 +14,7 @@
 
 #include "bus/history.hpp"
 #include "bus/redis_bus.hpp"
+#include "hold/hold.hpp"
 #include "loop/log.hpp"
 #include "server/server.hpp"
 
@@ -55,7 +56,7 @@ struct Options {
     // at most one request in a pool, so at the defaults no live client is
     // refused for the queue, while a raised --max-connections (or a lowered
     // bound) cannot let the queue, and the wait behind it, grow without end.
-    size_t max_queued = 1024;
+    size_t max_queued = server::ServerConfig{}.max_connections;
     std::string chdir;
     std::vector<std::string> pythonpath;
     // --python-switch-interval: sys.setswitchinterval before the apps load;
@@ -69,8 +70,8 @@ struct Options {
     // --loops: event loop threads in each process; 0 (not given): the cores
     // this process may run on divided by --workers, at least 1.
     int loops = 0;
-    int64_t max_holds = 10000;
-    size_t max_hold_channels = 64;
+    int64_t max_holds = hold::kMaxHolds;
+    size_t max_hold_channels = hold::kMaxChannels;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
     bus::HistoryLimits history;
     bool max_connections_given = false;

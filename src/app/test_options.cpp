@@ -289,3 +289,18 @@ TEST_CASE("options: --hold-coalesce takes 0 to 0.1 seconds, 0.001 by default", "
     CHECK(error_of({"app", "--hold-coalesce", "soon"}).find("--hold-coalesce") !=
           std::string::npos);
 }
+
+TEST_CASE("options: the defaults are the modules' own, written once", "[app][options]") {
+    auto o = parse({"app"});
+    const m0::hold::Handoff handoff;
+    CHECK(o.max_holds == handoff.max_holds);
+    CHECK(o.max_hold_channels == handoff.max_channels);
+    CHECK(o.server.stream_high_water == handoff.stream_high_water);
+    CHECK(o.server.hold_coalesce == m0::server::kHoldCoalesce);
+    CHECK(o.max_queued == m0::server::ServerConfig{}.max_connections);
+    CHECK(m0::bus::RedisBusOptions{}.max_event_size == m0::bus::kDefaultMaxEventSize);
+    CHECK(m0::bus::RedisBusOptions{}.history == o.history.per_channel);
+    // And --help and the README show them.
+    CHECK(m0::app::find_flag("max-holds")->default_shown() == "10000");
+    CHECK(m0::app::find_flag("hold-coalesce")->default_shown() == "0.001");
+}

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "bus/channel.hpp"
+#include "hold/hold.hpp"
 #include "http/cors.hpp"
 #include "http/forwarded.hpp"
 #include "http/message.hpp"
@@ -82,7 +83,7 @@ struct ServerConfig {
     // A connection's unsent output past which the server produces no more for
     // it: a streamed body's pool thread waits, and a pipelined request is not
     // parsed until the output drains to half of it (--output-high-water).
-    size_t stream_high_water = 256 * 1024;
+    size_t stream_high_water = hold::kStreamHighWater;
     // A hold whose unsent output stays over hold_buffer_limit this long (or
     // passes twice the limit) is a slow reader and is closed.
     double hold_drain_timeout = 5;
