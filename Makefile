@@ -42,7 +42,8 @@ ADMIN_KEY  ?= $(BUILD)/admin.key
 TEXTSHELF  := fixtures/textshelf
 
 .PHONY: deps build configure install test unit property property-long test-python smoke test-browser \
-        test-asan test-tsan sabotage soak bench bench-deps bench-holds serve serve-djangoproj fixtures-db clean format format-check
+        test-asan test-tsan sabotage soak bench bench-deps bench-holds serve serve-djangoproj fixtures-db clean format format-check \
+        readme-flags
 
 # Every smoke/NN-NAME.py is a smoke, run by `make smoke-NAME` and by `make smoke`;
 # every group of sabotage/GROUP-*.mutation has `make sabotage-GROUP`. A new file
@@ -311,3 +312,15 @@ format:
 
 format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.cpp' '*.hpp')
+
+# The README's table of flags, written again from the flag table
+# (src/app/flags.cpp) by `m0serve --help-markdown`, between its two marker
+# lines. test_options fails while the README's differs.
+readme-flags: configure
+	cmake --build $(BUILD) -j $(JOBS) --target m0serve
+	$(M0SERVE) --help-markdown > $(BUILD)/flags.md
+	awk -v table=$(BUILD)/flags.md \
+	  '/^<!-- \/flags -->/ { skip = 0 } !skip { print } \
+	   /^<!-- flags: / { while ((getline line < table) > 0) print line; skip = 1 }' \
+	  README.md > $(BUILD)/README.md.new
+	mv $(BUILD)/README.md.new README.md

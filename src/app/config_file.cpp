@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <set>
 
-#include "app/options.hpp"
+#include "app/flags.hpp"
 
 namespace m0::app {
 
@@ -87,11 +87,8 @@ std::vector<std::string> config_args(const std::string& path, const std::vector<
             continue;
         }
         const Flag* f = find_flag(name);
-        if (!f) {
-            if (name == "config" || name == "check" || name == "help" || name == "version")
-                throw bad("is a command-line flag only");
-            throw bad("is not a flag m0serve knows (see --help)");
-        }
+        if (!f) throw bad("is not a flag m0serve knows (see --help)");
+        if (f->cli_only) throw bad("is a command-line flag only");
         const std::string flag = "--" + name;
         switch (f->kind) {
             case Flag::toggle: {
@@ -107,6 +104,8 @@ std::vector<std::string> config_args(const std::string& path, const std::vector<
                 out.push_back(*v);
                 break;
             }
+            case Flag::positional:  // not a key: `app` above
+                break;
             case Flag::list: {
                 std::vector<std::string> items;
                 if (auto v = node->value<std::string>()) {

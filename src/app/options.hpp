@@ -1,4 +1,5 @@
-// The command line: the options every flag sets, and their parser.
+// The command line: the options every flag sets, and their parser (the
+// flags themselves are rows of the flag table, flags.hpp).
 //
 // Threads: the main thread, before anything else starts.
 #pragma once
@@ -13,6 +14,7 @@
 
 #include "bus/history.hpp"
 #include "bus/redis_bus.hpp"
+#include "hold/hold.hpp"
 #include "loop/log.hpp"
 #include "server/server.hpp"
 
@@ -23,8 +25,6 @@ class OptionError : public std::runtime_error {
   public:
     using std::runtime_error::runtime_error;
 };
-
-extern const char* const kUsage;
 
 struct MountSpec {
     std::string prefix, spec;
@@ -56,22 +56,22 @@ struct Options {
     // at most one request in a pool, so at the defaults no live client is
     // refused for the queue, while a raised --max-connections (or a lowered
     // bound) cannot let the queue, and the wait behind it, grow without end.
-    size_t max_queued = 1024;
+    size_t max_queued = server::ServerConfig{}.max_connections;
     std::string chdir;
     std::vector<std::string> pythonpath;
     // --python-switch-interval: sys.setswitchinterval before the apps load;
     // 0 leaves Python's own (0.005).
     double python_switch_interval = 0.02;
     log::Level level = log::Level::info;
-    server::ServerConfig server;
+    server::ServerConfig server{.hold_coalesce = server::kHoldCoalesce};
     bool realtime = false;
     std::optional<bus::RedisUrl> redis;  // --bus redis://...; none: in process
     int workers = 1;                     // --workers: more than 1, a supervising parent
     // --loops: event loop threads in each process; 0 (not given): the cores
     // this process may run on divided by --workers, at least 1.
     int loops = 0;
-    int64_t max_holds = 10000;
-    size_t max_hold_channels = 64;
+    int64_t max_holds = hold::kMaxHolds;
+    size_t max_hold_channels = hold::kMaxChannels;
     size_t max_event_size = 0;  // 0: not given, derived from --hold-buffer-limit
     bus::HistoryLimits history;
     bool max_connections_given = false;
@@ -80,20 +80,10 @@ struct Options {
     std::string access_log;  // --access-log: a path, "-" for standard output; empty: off
 };
 
-// A flag a config file may set, by its name without "--": one that takes a
-// value, a switch, or one that repeats (a list in the file).
-struct Flag {
-    enum Kind { value, toggle, list };
-    std::string_view name;
-    Kind kind;
-};
-const std::vector<Flag>& flags();
-const Flag* find_flag(std::string_view name);
-
-// Parses argv[1..argc), after the keys of --config FILE when given. `mojo_names` are the
-// compiled-in mojo mounts a
-// --mount may name. --help and --version print and exit 0; anything wrong
-// throws OptionError.
+// Parses argv[1..argc), after the keys of --config FILE when given, by the
+// flag table (flags.hpp). `mojo_names` are the compiled-in mojo mounts a
+// --mount may name. --help, --help-markdown and --version print and exit 0;
+// anything wrong throws OptionError.
 Options parse_options(int argc, char** argv, const std::vector<std::string>& mojo_names);
 
 }  // namespace m0::app

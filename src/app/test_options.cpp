@@ -2,11 +2,13 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
-#include "app/options.hpp"
+#include "app/flags.hpp"
 
 using m0::app::OptionError;
 using m0::app::Options;
@@ -119,27 +121,71 @@ struct TempToml {
 
 }  // namespace
 
-TEST_CASE("options: the config file's table is every flag the parser and --help know",
+TEST_CASE("options: every row of the flag table is a flag the parser, --help and --config know",
           "[app][options][config]") {
-    // Each listed flag is one the parser takes (a bad value, not an unknown flag).
+    std::set<std::string> table, keys;
     for (const auto& f : m0::app::flags()) {
+        if (f.kind == m0::app::Flag::positional) continue;
+        table.insert(std::string(f.name));
+        CHECK(m0::app::find_flag(f.name) == &f);
+        if (f.cli_only) continue;
+        keys.insert(std::string(f.name));
+        // The parser takes it (a bad value, not an unknown flag).
         std::string flag = "--" + std::string(f.name);
         std::vector<std::string> args{"app", flag};
         if (f.kind != m0::app::Flag::toggle) args.push_back("1");
         INFO(flag);
         CHECK_FALSE(error_of(args).starts_with("unknown option"));
     }
-    // And --help names exactly those, and the command-line-only ones.
+    // --help names exactly those.
     std::set<std::string> usage;
-    std::string text = m0::app::kUsage;
+    std::string text = m0::app::usage();
     for (size_t at = text.find("\n  --"); at != std::string::npos;
          at = text.find("\n  --", at + 1)) {
         size_t end = text.find_first_of(" ,\n", at + 5);
         usage.insert(text.substr(at + 5, end - at - 5));
     }
-    std::set<std::string> table{"help", "check", "config"};
-    for (const auto& f : m0::app::flags()) table.insert(std::string(f.name));
     CHECK(usage == table);
+    // The config file's keys are the rows but the command line's own.
+    for (const char* only : {"check", "config", "help", "help-markdown", "version"})
+        CHECK(keys.count(only) == 0);
+    CHECK(keys.count("realtime") == 1);
+    CHECK(keys.size() + 5 == table.size());
+}
+
+TEST_CASE("options: --help's text is the flag table's, defaults read from the Options",
+          "[app][options]") {
+    std::string text = m0::app::usage();
+    CHECK(text.starts_with("usage: m0serve [options] [APP]\n\n  APP  "));
+    CHECK(text.find("\n  --blocking-threads N        WSGI pool threads (default 4)\n") !=
+          std::string::npos);
+    CHECK(text.find("(default 0.001; 0: never)") != std::string::npos);
+    CHECK(text.find("(default 127.0.0.1,::1; '' for none)") != std::string::npos);
+    // A flag too long for its column has its text on the next line.
+    CHECK(
+        text.find("\n  --hold-drain-timeout SECONDS\n                              a hold over") !=
+        std::string::npos);
+    CHECK(text.find("{default}") == std::string::npos);
+    CHECK(text.find("(default `") == std::string::npos);  // Markdown's backticks taken off
+}
+
+TEST_CASE(
+    "options: the README's flag table is the one the flag table makes (make readme-flags "
+    "writes it)",
+    "[app][options][readme]") {
+    std::ifstream in(M0_SOURCE_DIR "/README.md");
+    REQUIRE(in);
+    std::stringstream whole;
+    whole << in.rdbuf();
+    const std::string readme = whole.str();
+    const std::string open = "<!-- flags: made by `make readme-flags`", close = "<!-- /flags -->";
+    size_t from = readme.find(open);
+    REQUIRE(from != std::string::npos);
+    from = readme.find('\n', from) + 1;
+    size_t to = readme.find(close, from);
+    REQUIRE(to != std::string::npos);
+    INFO("the README's flag table is not the flag table's: run `make readme-flags`");
+    CHECK(readme.substr(from, to - from) == m0::app::flags_markdown());
 }
 
 TEST_CASE("options: --config FILE: keys are flags, the command line wins",
@@ -242,4 +288,19 @@ TEST_CASE("options: --hold-coalesce takes 0 to 0.1 seconds, 0.001 by default", "
     CHECK(error_of({"app", "--hold-coalesce", "-1"}).find("--hold-coalesce") != std::string::npos);
     CHECK(error_of({"app", "--hold-coalesce", "soon"}).find("--hold-coalesce") !=
           std::string::npos);
+}
+
+TEST_CASE("options: the defaults are the modules' own, written once", "[app][options]") {
+    auto o = parse({"app"});
+    const m0::hold::Handoff handoff;
+    CHECK(o.max_holds == handoff.max_holds);
+    CHECK(o.max_hold_channels == handoff.max_channels);
+    CHECK(o.server.stream_high_water == handoff.stream_high_water);
+    CHECK(o.server.hold_coalesce == m0::server::kHoldCoalesce);
+    CHECK(o.max_queued == m0::server::ServerConfig{}.max_connections);
+    CHECK(m0::bus::RedisBusOptions{}.max_event_size == m0::bus::kDefaultMaxEventSize);
+    CHECK(m0::bus::RedisBusOptions{}.history == o.history.per_channel);
+    // And --help and the README show them.
+    CHECK(m0::app::find_flag("max-holds")->default_shown() == "10000");
+    CHECK(m0::app::find_flag("hold-coalesce")->default_shown() == "0.001");
 }

@@ -33,6 +33,10 @@
 
 namespace m0::bus {
 
+// The default --max-event-size of every bus (256 KiB: a quarter of the
+// default --hold-buffer-limit).
+inline constexpr size_t kDefaultMaxEventSize = 256 * 1024;
+
 // Why publish() refused an event. Every boundary answers from it: the admin
 // API 400 / 413 / 503, _m0.publish ValueError / ValueError / RuntimeError.
 enum class PublishError {

@@ -52,8 +52,6 @@ namespace m0::bus {
 
 // Frames the channel holds before it refuses (a 503).
 inline constexpr size_t kDefaultQueueCapacity = 65536;
-// 256 KiB: a quarter of the default --hold-buffer-limit.
-inline constexpr size_t kDefaultMaxEventSize = 256 * 1024;
 
 struct BusOptions {
     size_t capacity = kDefaultQueueCapacity;

@@ -92,9 +92,9 @@ enum class RedisPoint {
 
 struct RedisBusOptions {
     RedisUrl url;
-    size_t capacity = 65536;               // local frames before send() refuses (503)
-    size_t max_event_size = 256 * 1024;    // --max-event-size
-    size_t history = 64;                   // --history: each stream's length
+    size_t capacity = 65536;                       // local frames before send() refuses (503)
+    size_t max_event_size = kDefaultMaxEventSize;  // --max-event-size
+    size_t history = HistoryLimits{}.per_channel;  // --history: each stream's length
     double timeout = 2;                    // the publish link's connect and reply bound, seconds
     std::function<void(RedisPoint)> hook;  // tests only; loop thread
 };

@@ -37,14 +37,21 @@ namespace m0::hold {
 // queued it.
 enum class Point { handler_start, frame_sent, completion_posted };
 
+// The defaults of --max-holds, --max-hold-channels and --output-high-water,
+// written here once: the command line's Options and the server's
+// ServerConfig start from them.
+inline constexpr int64_t kMaxHolds = 10000;
+inline constexpr size_t kMaxChannels = 64;
+inline constexpr size_t kStreamHighWater = 256 * 1024;
+
 // What a pool needs to hand its work back; shared by the pool's threads, read-only.
 struct Handoff {
     CompletionRing* ring = nullptr;
     bus::Bus* bus = nullptr;  // null without --realtime: no holds
     Metrics* metrics = nullptr;
-    int64_t max_holds = 10000;
-    size_t max_channels = 64;  // --max-hold-channels: names one hold may join
-    size_t stream_high_water = 256 * 1024;
+    int64_t max_holds = kMaxHolds;
+    size_t max_channels = kMaxChannels;  // --max-hold-channels: names one hold may join
+    size_t stream_high_water = kStreamHighWater;
     std::function<void(Point, SlotRef)> hook;  // tests only
 
     void at(Point p, SlotRef s) const {

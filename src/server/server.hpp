@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "bus/channel.hpp"
+#include "hold/hold.hpp"
 #include "http/cors.hpp"
 #include "http/forwarded.hpp"
 #include "http/message.hpp"
@@ -65,6 +66,10 @@ struct UnixSocketOptions {
     int uid = -1, gid = -1;
 };
 
+// The binary's --hold-coalesce (a ServerConfig's own is 0, so that tests
+// that drive the loop turn by turn see every flush).
+inline constexpr double kHoldCoalesce = 0.001;
+
 struct ServerConfig {
     http::ParserLimits limits;
     double header_timeout = 10;
@@ -78,14 +83,14 @@ struct ServerConfig {
     // A connection's unsent output past which the server produces no more for
     // it: a streamed body's pool thread waits, and a pipelined request is not
     // parsed until the output drains to half of it (--output-high-water).
-    size_t stream_high_water = 256 * 1024;
+    size_t stream_high_water = hold::kStreamHighWater;
     // A hold whose unsent output stays over hold_buffer_limit this long (or
     // passes twice the limit) is a slow reader and is closed.
     double hold_drain_timeout = 5;
     // Holds' writes staged within this many seconds of the last flush's end
     // wait for the rest of it, so events published close together leave in
     // one sendmsg a connection (--hold-coalesce; the binary's default is
-    // 0.001). 0: every loop turn flushes at its end.
+    // kHoldCoalesce). 0: every loop turn flushes at its end.
     double hold_coalesce = 0;
     std::string admin_key;    // bearer key for admin POST /publish; empty: refused
     bool admin_open = false;  // --admin-open: admin POSTs need no key (loopback only)
