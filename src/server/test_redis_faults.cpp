@@ -25,7 +25,7 @@ struct FaultRig {
     Loop loop, other_loop;
     CompletionRing ring;
     Metrics metrics;
-    std::unique_ptr<bus::RedisBus> bus;  // through the proxy
+    std::unique_ptr<bus::RedisBus> bus;    // through the proxy
     std::unique_ptr<bus::RedisBus> other;  // straight to Redis: another process
     std::unique_ptr<server::Server> server;
     mojo::HandlerFor<mojo::BuiltinMount> handler{mojo::MojoEnv{}};
@@ -160,4 +160,32 @@ TEST_CASE(
     REQUIRE(rig.read_until(*again, "}\n"));
     CHECK(again->in.starts_with("HTTP/1.1 200 "));
     CHECK(again->in.find("{\"id\": ") != std::string::npos);
+}
+
+TEST_CASE(
+    "redis faults: a hold whose replay read is on its way when the local queue overflows is "
+    "replayed by the resync's read, not left with the older answer",
+    "[redis][faults]") {
+    FaultRig rig({}, 8);
+    // The replay read of the hold's start is sent, and Redis's answer held.
+    rig.proxy.stall(kCommandLink);
+    auto c = rig.connect();
+    REQUIRE(c->send("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    REQUIRE(rig.read_until(*c, ": mojo hold"));
+    // MULTI ... EXEC: each command QUEUED, then the transaction's array.
+    const std::string read_answered = "QUEUED\r\n*";
+    REQUIRE(rig.loop.run_until([&] { return rig.proxy.held_count(read_answered) == 1; }));
+    // Then events that the subscriber link brings in one burst, past the queue.
+    rig.proxy.stall(kSubscriberLink);
+    std::vector<uint64_t> burst;
+    for (int i = 0; i < 40; ++i) burst.push_back(rig.publish("c", "burst " + std::to_string(i)));
+    REQUIRE(rig.loop.run_until([&] { return rig.proxy.held_contains("burst 39"); }));
+    rig.proxy.release(kSubscriberLink);
+    // The resync (within a second) asks again: a second read, answered too.
+    REQUIRE(rig.loop.run_until([&] { return rig.proxy.held_count(read_answered) == 2; }));
+    rig.proxy.release();
+    REQUIRE(rig.read_until(*c, "id: " + std::to_string(burst.back()) + "\n"));
+    CHECK(ids_in(c->in) == burst);
 }
