@@ -37,7 +37,7 @@ namespace m0::testing {
 // Markers of a RedisBus's links: commands as they go on the wire (RESP),
 // which only that link sends (the script's text names EVALSHA and the keys).
 inline constexpr char kCommandLink[] = "SET\r\n$10\r\nm0:history";  // the async command link
-inline constexpr char kSubscriberLink[] = "$9\r\nSUBSCRIBE\r\n";       // the subscriber link
+inline constexpr char kSubscriberLink[] = "$9\r\nSUBSCRIBE\r\n";    // the subscriber link
 // A link that has published: publish()'s blocking one, or the command link
 // once it ran a publish_later().
 inline constexpr char kPublishing[] = "$7\r\nEVALSHA\r\n";
@@ -114,9 +114,9 @@ class RedisFaultProxy {
     // Proxy thread only.
     struct Pair {
         int client = -1, redis = -1;
-        std::string said;            // what the client sent (its first 64 KiB)
+        std::string said;  // what the client sent (its first 64 KiB)
         std::string to_client, to_redis;
-        std::deque<Chunk> held;      // from Redis, waiting for a rule to end
+        std::deque<Chunk> held;  // from Redis, waiting for a rule to end
         bool closing = false;
     };
 
@@ -263,15 +263,15 @@ class RedisFaultProxy {
     }
 
     const uint16_t upstream_;
-    uint16_t port_ = 0;              // written before the thread starts
-    int listener_ = -1;              // proxy thread (after the constructor)
-    std::vector<Pair> pairs_;        // proxy thread
+    uint16_t port_ = 0;        // written before the thread starts
+    int listener_ = -1;        // proxy thread (after the constructor)
+    std::vector<Pair> pairs_;  // proxy thread
     mutable std::mutex mu_;
     std::vector<Rule> rules_;        // guarded by mu_
     std::string held_;               // guarded by mu_: bytes stalls hold now
     std::atomic<bool> stop_{false};  // any thread
     std::atomic<size_t> accepted_{0}, cuts_{0};
-    std::thread thread_;             // last: it starts once the rest is built
+    std::thread thread_;  // last: it starts once the rest is built
 };
 
 }  // namespace m0::testing

@@ -80,5 +80,4 @@ struct HoldRig : ServerRig {
     }
 };
 
-
 }  // namespace m0::testing
