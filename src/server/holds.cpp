@@ -71,9 +71,13 @@ void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::st
     h.channels = std::move(channels);
 }
 
-bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now) {
+bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now,
+                         uint32_t ask) {
     Hold* h = find(slot);
     if (!h || !h->replaying || h->dropped) return true;
+    // An older read than the latest asked: it may end before events this
+    // process dropped (a full local queue), which the latest one has.
+    if (ask != 0 && ask != h->asked) return true;
     // The live events that came while the replay was read wait behind it.
     std::vector<Pending> live(
         std::make_move_iterator(h->pending.begin() + static_cast<std::ptrdiff_t>(h->replay_mark)),
@@ -110,6 +114,11 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
     h->replaying = false;
     if (!h->started) return true;
     return flush(*h, now);
+}
+
+uint32_t HoldTable::ask_replay(SlotRef slot) {
+    Hold* h = find(slot);
+    return h ? ++h->asked : 0;
 }
 
 bool HoldTable::begin_resync(SlotRef slot, uint64_t& after, std::vector<std::string>& channels) {

@@ -110,7 +110,13 @@ class HoldTable {
     // ahead of the live events that came meanwhile, after an m0-reset when
     // `reset_from` is not 0. False when writing closed the slot; true too when
     // the slot awaits no replay (a late answer is ignored).
-    bool replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now);
+    // `ask` (from ask_replay) names which request this answers: an answer to
+    // one asked before the latest is ignored (0: whichever, the only one).
+    bool replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now,
+                  uint32_t ask = 0);
+    // A replay is asked for the slot's hold: its number, which the answer
+    // brings to replayed(); 0 when the slot holds nothing.
+    uint32_t ask_replay(SlotRef slot);
     // The bus was down: the hold awaits a replay after `after` (the last id
     // it queued) on `channels`. False when the slot holds nothing.
     bool begin_resync(SlotRef slot, uint64_t& after, std::vector<std::string>& channels);
@@ -185,6 +191,10 @@ class HoldTable {
         bool started = false;           // the head is written
         bool dropped = false;           // a retry hint was sent: nothing more
         bool wrote_since_tick = false;  // heartbeat only when idle
+        // Replays asked for it (a resync asks again while an earlier read is
+        // on its way): only the latest one's answer is applied, for it reads
+        // from the same start up to a later instant.
+        uint32_t asked = 0;  // beside the flags: in their padding
         std::vector<std::string> channels;
         uint64_t cursor = 0;   // live ids at or below it are muted
         uint64_t last_id = 0;  // the highest id queued to it, or where it started

@@ -45,10 +45,13 @@ void Server::request_replay(SlotRef slot, const std::vector<std::string>& channe
                             uint64_t upto, bool report_gap) {
     // In process the answer comes at once; a shared bus answers after a round
     // trip, and the hold's live events wait behind it meanwhile.
-    bus_->replay_later(channels, after, upto, [this, slot, report_gap](bus::Replay r) {
+    // A resync may ask again before an earlier answer came: only the latest
+    // answer is applied (HoldTable::ask_replay).
+    const uint32_t ask = holds_.ask_replay(slot);
+    bus_->replay_later(channels, after, upto, [this, slot, report_gap, ask](bus::Replay r) {
         uint64_t reset_from = 0;
         if (r.gap && report_gap) reset_from = r.events.empty() ? r.upto + 1 : r.events.front().id;
-        holds_.replayed(slot, r, reset_from, monotonic_seconds());
+        holds_.replayed(slot, r, reset_from, monotonic_seconds(), ask);
     });
 }
 
