@@ -35,6 +35,8 @@ const char* const kUsage =
   --chdir DIR                 change directory first; DIR (default: the current
                               directory) goes on sys.path
   --pythonpath DIR            repeatable; prepended to sys.path
+  --virtualenv DIR            the project's virtualenv (python3 -m venv): Python
+                              runs as its bin/python3 (default: VIRTUAL_ENV)
   --python-switch-interval SECONDS
                               how long a Python thread runs before one waiting
                               for the GIL may take it (sys.setswitchinterval),
@@ -258,6 +260,9 @@ static Options parse_args(const std::vector<std::string>& args,
             o.chdir = value();
         } else if (a == "--pythonpath") {
             o.pythonpath.push_back(value());
+        } else if (a == "--virtualenv") {
+            o.virtualenv = value();
+            if (o.virtualenv.empty()) fail("--virtualenv wants a directory (a venv's)");
         } else if (a == "--forwarded-allow-ips") {
             forwarded = value();  // '' trusts none
         } else if (a == "--access-log") {
@@ -417,6 +422,7 @@ const std::vector<Flag>& flags() {
         {"max-queued", Flag::value},
         {"chdir", Flag::value},
         {"pythonpath", Flag::list},
+        {"virtualenv", Flag::value},
         {"python-switch-interval", Flag::value},
         {"log-level", Flag::value},
         {"access-log", Flag::value},

@@ -243,3 +243,12 @@ TEST_CASE("options: --hold-coalesce takes 0 to 0.1 seconds, 0.001 by default", "
     CHECK(error_of({"app", "--hold-coalesce", "soon"}).find("--hold-coalesce") !=
           std::string::npos);
 }
+
+TEST_CASE("options: --virtualenv DIR is kept as given, also as a config key; empty is refused",
+          "[app][options]") {
+    CHECK(parse({"app", "--virtualenv", "venv"}).virtualenv == "venv");
+    CHECK(parse({"app"}).virtualenv.empty());  // VIRTUAL_ENV is read at start-up, not here
+    CHECK(error_of({"app", "--virtualenv="}) == "--virtualenv wants a directory (a venv's)");
+    TempToml file("app = \"a.wsgi\"\nvirtualenv = \"/srv/venv\"\n");
+    CHECK(parse({"--config", file.path}).virtualenv == "/srv/venv");
+}
