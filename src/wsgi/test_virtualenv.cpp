@@ -128,9 +128,9 @@ TEST_CASE(
     ".pth files run, the system's packages are left out as pyvenv.cfg says",
     "[wsgi][virtualenv][python]") {
     TempDir d;
-    std::string site = make_venv(d, "home = /usr/bin\ninclude-system-site-packages = false\n"
-                                    "version = " +
-                                        wsgi::embedded_version() + "\n");
+    const std::string cfg = "home = /usr/bin\ninclude-system-site-packages = false\nversion = " +
+                            wsgi::embedded_version() + "\n";
+    std::string site = make_venv(d, cfg);
     // As an editable install does: a path line and an import line.
     d.write("lib/python" + embedded_xy() + "/site-packages/m0_test.pth",
             "pthmod\nimport sys; sys.m0_pth_ran = True\n");
