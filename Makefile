@@ -29,6 +29,9 @@ DEB_PACKAGES += libhiredis-dev redis-server python3-redis
 DEB_PACKAGES += libsystemd-dev systemd
 # --config FILE: TOML, read with Debian's toml++.
 DEB_PACKAGES += libtomlplusplus-dev
+# smoke 93-virtualenv makes a venv and installs into it offline: venv, and
+# pip, setuptools and wheel to build a wheel without PyPI.
+DEB_PACKAGES += python3-venv python3-pip python3-setuptools python3-wheel
 # smoke 90-nginx puts Debian's nginx in front of m0serve (on its own ports).
 DEB_PACKAGES += nginx
 # make install and smoke 90 (an application's own binary built against the

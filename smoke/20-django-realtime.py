@@ -10,17 +10,19 @@ ids with each other or with m0_bus_last_id, never with 1):
             --realtime --heartbeat 0.5 --blocking-threads 2 \\
             --admin-listen 127.0.0.1:P2 --admin-key-file build/smoke-logs/...key
 
-The last phase starts one without --realtime.
+Phase 10 starts one without --realtime; phase 15 runs the fixture's
+manage.py beside it, which publishes through the admin API (M0_ADMIN_URL).
 """
 
 import os
+import subprocess
 import sys
 import time
 import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, Smoke, build_request, check, check_error, check_hold_head, check_server_headers,
+    DJANGO_ARGS, ROOT, Smoke, build_request, check, check_error, check_hold_head, check_server_headers,
     check_stream, expect_events, http, leave, metric, metrics,
     publish_admin, publish_django, read_head_body, short, wait_metric)
 
@@ -277,6 +279,28 @@ def phase14(ctx):
     ids = [publish_admin(srv.admin, srv.admin_key, ch, "on " + ch) for ch in ("rt14b", "rt14a")]
     expect_events(c, b": mojo hold\n\n", [(ids[0], "on rt14b"), (ids[1], "on rt14a")], settle=0.0,
                   what="a hold on 2 channels")
+
+
+@smoke.phase(15, "manage.py (plain /usr/bin/python3, outside the server) publishes on the in-process bus through M0_ADMIN_URL; a Django hold hears it with the next id")
+def phase15(ctx):
+    srv = rt_server(ctx)
+    check(srv.admin is not None, "no admin listener (with SERVER=, set SERVER_ADMIN and SERVER_ADMIN_KEY)")
+    c, _ = django_hold(ctx, srv, "rt15")
+    i = publish_admin(srv.admin, srv.admin_key, "rt15", "from the admin API")
+    command = ("import m0, sys; print(m0.publish('rt15', 'from manage.py', event='cmd')); "
+               "sys.stdout.flush()")
+    env = dict(os.environ, M0_ADMIN_URL="http://%s:%d" % srv.admin,
+               M0_ADMIN_KEY_FILE=ctx.tmpfile("manage.key", srv.admin_key + "\n"),
+               PYTHONPATH=os.path.join(ROOT, "src", "wsgi"))
+    env.pop("M0_BUS", None)
+    p = subprocess.run(["/usr/bin/python3", "manage.py", "shell", "-c", command],
+                       cwd=os.path.join(ROOT, "fixtures", "djangoproj"), env=env,
+                       capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0 and p.stdout.strip() == str(i + 1),
+          "manage.py shell -c m0.publish: rc %d, stdout %s (want id %d), stderr %s" % (
+              p.returncode, short(p.stdout), i + 1, short(p.stderr)))
+    expect_events(c, DJANGO_HEAD, [(i, "from the admin API"), (i + 1, "from manage.py", "cmd")],
+                  what="Django hold")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ configures and builds fixtures/outoftree against that tree alone
 built-in mount and the app's TickerMount) and `ticker-dup` (a second mount
 named "mojo"). The later phases start what was built, on free loopback ports,
 with the Django fixture mounted too, so the installed m0 Python package is the
-one the embedded interpreter imports. TMP is removed when the script ends;
-the logs of every command are in build/smoke-logs/.
+one the embedded interpreter imports; the last, that a plain Python imports
+it through the m0serve.pth the install put in PREFIX's dist-packages. TMP is
+removed when the script ends; the logs of every command are in
+build/smoke-logs/.
 
 Every phase needs the install and the build; run alone, a phase does them
 first. SERVER= does not apply: these phases start binaries of their own.
@@ -35,6 +37,7 @@ from m0smoke import (  # noqa: E402
 
 SCRIPT = "92-outoftree-app"
 FIXTURE = os.path.join(ROOT, "fixtures", "outoftree")
+SITE_DIR = "lib/python%d.%d/dist-packages" % sys.version_info[:2]  # Debian's, under PREFIX
 PHASE_S = 300.0  # the install and the app's build come first in whichever phase runs first
 PUBLIC_HEADERS = ["app/app.hpp", "mojo/registry.hpp", "mojo/mojo.hpp", "mojo/builtin.hpp",
                   "http/message.hpp"]
@@ -153,7 +156,8 @@ def phase1(ctx):
              "lib/cmake/m0serve/m0serveConfigVersion.cmake",
              "lib/cmake/m0serve/m0serveTargets.cmake",
              "share/m0serve/python/m0/__init__.py", "share/m0serve/python/m0/redis_bus.py",
-             "share/m0serve/python/m0/grant.py", "share/m0serve/bus/publish.lua"] +
+             "share/m0serve/python/m0/grant.py", "share/m0serve/bus/publish.lua",
+             SITE_DIR + "/m0serve.pth"] +
             ["include/m0serve/" + h for h in PUBLIC_HEADERS])
     missing = [w for w in want if not os.path.isfile(os.path.join(p, w))]
     check(not missing, "not installed under %s: %s" % (p, missing))
@@ -247,6 +251,22 @@ def phase6(ctx):
     publish_django(srv.addr, "installed", "one")  # m0.publish from the installed package
     got = get_text(srv, "/native/hello")
     check(got == "hello from mojo\n", "GET /native/hello: %s" % short(got))
+
+
+@smoke.phase(7, "import m0 in a plain /usr/bin/python3 (manage.py, Celery) through the installed m0serve.pth alone")
+def phase7(ctx):
+    site_dir = os.path.join(built().prefix, SITE_DIR)
+    # -I -S: no PYTHONPATH, no site-packages of the machine; only the
+    # installed dist-packages, read as site reads it (its .pth files run).
+    probe = ("import site, sys; site.addsitedir(sys.argv[1]); import m0, m0.redis_bus; "
+             "print(m0.__file__)")
+    rc, out = run(["/usr/bin/python3", "-I", "-S", "-c", probe, site_dir], "phase7-import")
+    want = os.path.join(python_dir(), "m0", "__init__.py")
+    check(rc == 0 and out.strip() == want, "import m0 through %s/m0serve.pth: rc %r, %s; want %s" % (
+        site_dir, rc, short(out.strip()), want))
+    rc, out = run(["/usr/bin/python3", "-I", "-S", "-c", "import m0"], "phase7-without")
+    check(rc != 0, "import m0 works without the installed .pth (%s): the phase proves nothing" % (
+        short(out.strip())))
 
 
 if __name__ == "__main__":

@@ -119,6 +119,25 @@ def wait_for(fn, timeout, interval=0.05, what="condition"):
     raise Fail("%s not reached within %.1fs (last: %s)" % (what, timeout, short(last)))
 
 
+def once(make, what):
+    """A function that runs make() on its first call and returns what it
+    returned on every later one; when make() failed, every later call fails
+    with its reason (what the phases share is made by whichever runs first)."""
+    state = {}
+
+    def get():
+        if "failed" in state:
+            raise Fail("%s failed earlier: %s" % (what, state["failed"]))
+        if "value" not in state:
+            try:
+                state["value"] = make()
+            except Fail as e:
+                state["failed"] = str(e)
+                raise
+        return state["value"]
+    return get
+
+
 # ---------------------------------------------------------------------------
 # HTTP over a raw socket
 # ---------------------------------------------------------------------------

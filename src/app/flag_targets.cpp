@@ -140,6 +140,11 @@ void unix_owner(Parsing& p, const std::string& flag, const std::string& v) {
     parse_owner(flag, v, p.o.unix_socket);
 }
 
+void virtualenv(Parsing& p, const std::string&, const std::string& v) {
+    if (v.empty()) fail("--virtualenv wants a directory (a venv's)");
+    p.o.virtualenv = v;
+}
+
 void mount(Parsing& p, const std::string&, const std::string& m) {
     size_t e = m.find('=');
     if (e == std::string::npos || e == 0 || m[0] != '/' || e + 1 == m.size())

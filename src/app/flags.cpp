@@ -141,6 +141,19 @@ const std::vector<Flag>& flags() {
             .to = append(AT(pythonpath)),
         },
         {
+            .name = "virtualenv",
+            .kind = Flag::value,
+            .metavar = "DIR",
+            .help = "the project's virtualenv (python3 -m venv): Python\n"
+                    "runs as its bin/python3 (default: VIRTUAL_ENV)",
+            .doc = "the project's virtualenv (uWSGI's `--home`, NGINX Unit's `home`): the embedded "
+                   "interpreter starts as `DIR/bin/python3`, so the venv's packages import as "
+                   "they do for that program (see Your virtualenv). A folder with no "
+                   "`pyvenv.cfg`, or a venv made for another Python than the embedded one, is "
+                   "exit 2 with one line",
+            .to = custom(set::virtualenv, "`VIRTUAL_ENV`"),
+        },
+        {
             .name = "python-switch-interval",
             .kind = Flag::value,
             .metavar = "SECONDS",

@@ -125,6 +125,7 @@ void app(Parsing&, const std::string&, const std::string&);
 void listen(Parsing&, const std::string&, const std::string&);
 void unix_mode(Parsing&, const std::string&, const std::string&);
 void unix_owner(Parsing&, const std::string&, const std::string&);
+void virtualenv(Parsing&, const std::string&, const std::string&);
 void mount(Parsing&, const std::string&, const std::string&);
 void log_level(Parsing&, const std::string&, const std::string&);
 void access_log(Parsing&, const std::string&, const std::string&);

@@ -59,6 +59,7 @@ struct Options {
     size_t max_queued = server::ServerConfig{}.max_connections;
     std::string chdir;
     std::vector<std::string> pythonpath;
+    std::string virtualenv;  // --virtualenv DIR; empty: VIRTUAL_ENV's, if any
     // --python-switch-interval: sys.setswitchinterval before the apps load;
     // 0 leaves Python's own (0.005).
     double python_switch_interval = 0.02;

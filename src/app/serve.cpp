@@ -47,6 +47,7 @@
 #include "server/loop_set.hpp"
 #include "server/server.hpp"
 #include "wsgi/interpreter.hpp"
+#include "wsgi/virtualenv.hpp"
 #include "wsgi/wsgi_pool.hpp"
 
 namespace m0::app {
@@ -220,10 +221,33 @@ std::string secs(double s) {
     return buf;
 }
 
+// The project's virtualenv, checked before any worker starts: which one, and
+// which of --virtualenv and VIRTUAL_ENV named it.
+struct VenvUse {
+    m0::wsgi::VirtualenvChoice choice;
+    std::optional<m0::wsgi::Virtualenv> venv;  // none: Debian's /usr/bin/python3 as it is
+};
+
+// --virtualenv, else VIRTUAL_ENV, when there is Python to run: a folder that
+// is not a venv, or one made for another Python, ends start-up (exit 2).
+VenvUse check_virtualenv(const Options& o) {
+    VenvUse use;
+    bool any_wsgi = false;
+    for (const auto& m : o.mounts) any_wsgi = any_wsgi || m.wsgi;
+    if (!any_wsgi) return use;
+    use.choice = m0::wsgi::choose_virtualenv(o.virtualenv, std::getenv("VIRTUAL_ENV"));
+    if (use.choice.dir.empty()) return use;
+    std::string err;
+    use.venv =
+        m0::wsgi::read_virtualenv(absolute(use.choice.dir), m0::wsgi::embedded_version(), err);
+    if (!use.venv) die(use.choice.from + " " + use.choice.dir + " " + err);
+    return use;
+}
+
 // The start-up block: what this process serves and with which limits, one
 // line per part, so an operator reads the effective configuration in the log.
 void log_configuration(const Options& o, size_t loops, const m0::server::Server& server,
-                       const std::string& package_dir) {
+                       const std::string& package_dir, const VenvUse& venv) {
     std::string mounts;
     bool any_wsgi = false;
     for (const auto& m : o.mounts) {
@@ -234,6 +258,13 @@ void log_configuration(const Options& o, size_t loops, const m0::server::Server&
     M0_LOG(info, "config: mounts ", mounts);
     if (any_wsgi) {
         M0_LOG(info, "config: python package m0 from ", package_dir);
+        if (venv.venv)
+            M0_LOG(
+                info, "config: python virtualenv ", venv.venv->dir, " (from ", venv.choice.from,
+                venv.choice.unused.empty() ? "" : "; VIRTUAL_ENV " + venv.choice.unused + " unused",
+                "), system site-packages ", venv.venv->system_site ? "included" : "excluded");
+        else
+            M0_LOG(info, "config: python virtualenv none (no --virtualenv, no VIRTUAL_ENV)");
         char interval[32];
         std::snprintf(interval, sizeof interval, "%g s", o.python_switch_interval);
         M0_LOG(info, "config: python switch interval ",
@@ -345,8 +376,8 @@ std::string find_package_dir(std::string built_in) {
 // One server process (the only one, or worker `worker` under --workers),
 // making its mojo mounts from `registry` and finding the `m0` Python package
 // in `package_dir`.
-int serve(Options o, int worker, const m0::mojo::Registry& registry,
-          const std::string& package_dir) {
+int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::string& package_dir,
+          const VenvUse& venv) {
     signal(SIGPIPE, SIG_IGN);
     // --loops by default: one per core (shared by the workers); one on Redis.
     if (o.loops == 0) o.loops = o.redis ? 1 : default_loops(o.workers);
@@ -427,7 +458,8 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
     std::vector<PyObject*> apps(o.mounts.size(), nullptr);
     if (any_wsgi) {
         std::string err;
-        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, package_dir, o.python_switch_interval};
+        m0::wsgi::PythonOptions po{o.pythonpath, o.chdir, package_dir, o.python_switch_interval,
+                                   venv.venv ? venv.venv->python : ""};
         if (!m0::wsgi::start(po, bus, err)) die(err);
         for (size_t i = 0; i < o.mounts.size(); ++i) {
             if (!o.mounts[i].wsgi) continue;
@@ -488,7 +520,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry,
         m0::server::Server& server = *loops[0].server;
         bind_listeners(o, worker, server);
         if (std::string err; !loops.join(err)) die("--loops: " + err);
-        log_configuration(o, nloops, server, package_dir);
+        log_configuration(o, nloops, server, package_dir, venv);
         if (o.check) {
             // Everything loaded and bound: the configuration serves. Nothing
             // ran on the pools, so there is nothing to drain.
@@ -586,6 +618,7 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
     if (std::string err; !proc::systemd_sockets(o.systemd_fds, err)) die(err);
     if (!o.systemd_fds.empty() && o.check) o.systemd_fds.clear();  // --check binds its own
     std::string package_dir = find_package_dir(std::move(python_package_dir));
+    const VenvUse venv = check_virtualenv(o);
     // Before anything binds: with SO_REUSEPORT (several loops or workers) a
     // port another process serves would be joined, not refused.
     if (o.systemd_fds.empty())
@@ -594,9 +627,9 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
                 die(err);
     // --check loads and binds once, in this process, with no workers.
     if (o.workers > 1 && !o.check)
-        return proc::supervise(o.workers,
-                               [&](int worker) { return serve(o, worker, mounts, package_dir); });
-    return serve(std::move(o), 0, mounts, package_dir);
+        return proc::supervise(
+            o.workers, [&](int worker) { return serve(o, worker, mounts, package_dir, venv); });
+    return serve(std::move(o), 0, mounts, package_dir, venv);
 }
 
 }  // namespace m0::app

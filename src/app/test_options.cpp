@@ -304,3 +304,12 @@ TEST_CASE("options: the defaults are the modules' own, written once", "[app][opt
     CHECK(m0::app::find_flag("max-holds")->default_shown() == "10000");
     CHECK(m0::app::find_flag("hold-coalesce")->default_shown() == "0.001");
 }
+
+TEST_CASE("options: --virtualenv DIR is kept as given, also as a config key; empty is refused",
+          "[app][options]") {
+    CHECK(parse({"app", "--virtualenv", "venv"}).virtualenv == "venv");
+    CHECK(parse({"app"}).virtualenv.empty());  // VIRTUAL_ENV is read at start-up, not here
+    CHECK(error_of({"app", "--virtualenv="}) == "--virtualenv wants a directory (a venv's)");
+    TempToml file("app = \"a.wsgi\"\nvirtualenv = \"/srv/venv\"\n");
+    CHECK(parse({"--config", file.path}).virtualenv == "/srv/venv");
+}

@@ -165,8 +165,13 @@ bool start(const PythonOptions& opts, bus::Bus* bus, std::string& err) {
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;  // the loop owns SIGINT/SIGTERM
     config.parse_argv = 0;
-    // Path computation from Debian's interpreter, whatever python3 is on PATH.
-    PyStatus st = PyConfig_SetString(&config, &config.program_name, L"/usr/bin/python3");
+    // Path computation from Debian's interpreter, whatever python3 is on PATH;
+    // or from the venv's bin/python3: getpath reads the pyvenv.cfg beside it
+    // (sys.prefix: the venv) and site adds its site-packages, .pth files run.
+    PyStatus st = opts.virtualenv_python.empty()
+                      ? PyConfig_SetString(&config, &config.program_name, L"/usr/bin/python3")
+                      : PyConfig_SetBytesString(&config, &config.program_name,
+                                                opts.virtualenv_python.c_str());
     if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&config);
     PyConfig_Clear(&config);
     if (PyStatus_Exception(st)) {

@@ -2,7 +2,8 @@
 //
 // DESIGN
 // start() runs on the main thread before the loop starts: it initializes
-// CPython without its signal handlers (the loop owns SIGTERM/SIGINT), puts the
+// CPython without its signal handlers (the loop owns SIGTERM/SIGINT), as the
+// program /usr/bin/python3 or a virtualenv's bin/python3 (virtualenv.hpp), puts the
 // project's `m0` package and the --pythonpath/--chdir folders on sys.path,
 // registers the built-in module `_m0` (publish, realtime), imports the apps,
 // and releases the GIL. Each pool thread makes one Python thread state when it
@@ -42,6 +43,10 @@ struct PythonOptions {
     std::string chdir;                    // also prepended to sys.path
     std::string package_dir;              // folder holding the `m0` package
     double switch_interval = 0;           // sys.setswitchinterval; 0: Python's own
+    // A venv's bin/python3 (read_virtualenv checked it): the interpreter
+    // starts as that program, so Python's getpath and site take the venv as
+    // they would for it. Empty: Debian's /usr/bin/python3.
+    std::string virtualenv_python;
 };
 
 // Initializes the interpreter; false with `err` set. `bus` (null without

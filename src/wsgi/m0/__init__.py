@@ -19,8 +19,12 @@ Redis bus of ``--bus redis://...``) through the built-in module ``_m0``,
 which only m0serve provides. Outside m0serve (a management command, a cron
 job), with ``M0_BUS`` set to the servers' Redis URL, :func:`publish` runs the
 same publish script on that Redis (m0/redis_bus.py), so the event reaches
-every server's holds. Without ``--realtime``, or outside m0serve with no
-``M0_BUS`` (``manage.py runserver``, unit tests), :func:`publish` raises
+every server's holds. On the in-process bus, with ``M0_ADMIN_URL`` set to the
+server's admin listener (and ``M0_ADMIN_KEY_FILE`` to its ``--admin-key-file``),
+:func:`publish` posts the event to its admin API (m0/admin_publish.py), so a
+management command or a Celery task publishes with the same call on either
+bus. Without ``--realtime``, or outside m0serve with neither ``M0_BUS`` nor
+``M0_ADMIN_URL`` (``manage.py runserver``, unit tests), :func:`publish` raises
 :class:`RuntimeError`; :func:`realtime` returns ``False`` outside m0serve; a hold answer served by m0serve without ``--realtime`` degrades
 to an ordinary response whose body is the head. Channel names are checked
 here as at every publish boundary of the server: not empty, at most 256
@@ -118,8 +122,10 @@ def publish(channel, data, event=None):
     message names the limit; the size is the event's bytes on the wire, its
     ``id:``, ``event:`` and ``data:`` lines), TypeError for arguments of the
     wrong type, and RuntimeError when the server does not run with
-    ``--realtime`` (or this is not m0serve and ``M0_BUS`` is not set), its
-    bus channel is full, or its Redis bus cannot take the event.
+    ``--realtime`` (or this is not m0serve and neither ``M0_BUS`` nor
+    ``M0_ADMIN_URL`` is set), its bus channel is full, its Redis bus cannot
+    take the event, or its admin API refuses it or cannot be reached (the
+    reason said). Outside m0serve ``M0_BUS`` is used when both are set.
     """
     validate_channel(channel)
     event = _validate_event(event)
@@ -138,8 +144,14 @@ def publish(channel, data, event=None):
             from . import redis_bus
 
             return redis_bus.publish(url, channel, data, event)
-        raise RuntimeError("m0.publish needs m0serve --realtime, "
-                           "or M0_BUS=redis://... outside m0serve")
+        admin = os.environ.get("M0_ADMIN_URL")
+        if admin:
+            from . import admin_publish
+
+            return admin_publish.publish(admin, os.environ.get("M0_ADMIN_KEY_FILE"), channel,
+                                         data, event)
+        raise RuntimeError("m0.publish needs m0serve --realtime, or outside m0serve "
+                           "M0_BUS=redis://... or M0_ADMIN_URL=http://HOST:PORT")
     return native.publish(channel, data, event)
 
 

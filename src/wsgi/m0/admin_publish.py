@@ -1,0 +1,93 @@
+"""m0.publish outside m0serve through a server's admin API.
+
+On the default in-process bus the events live in the one m0serve process,
+so a management command, the project's tests, a Celery task or a cron job
+reaches them through that server's admin listener. With ``M0_ADMIN_URL``
+set to it (``http://127.0.0.1:8001``, what ``--admin-listen`` says),
+:func:`m0.publish` POSTs the event to ``/publish`` with the key in the file
+``M0_ADMIN_KEY_FILE`` names (the server's ``--admin-key-file``) as the
+bearer key; without that variable no key is sent (``--admin-open``). It works
+on a Redis bus as well, where ``M0_BUS`` is the shorter way. Standard
+library only (urllib.request), never through a proxy.
+
+The server's answers become the errors m0.publish raises inside it: 400 and
+413 (a refused name, an event over ``--max-event-size``, naming the limit)
+are ValueError; any other refusal (401 for a wrong key, 403 for a server
+without a key, 503 without ``--realtime`` or with its bus full), a server
+that cannot be reached and an ``M0_ADMIN_URL`` or key file that is not
+usable are RuntimeError, each with the reason.
+"""
+
+import json
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+TIMEOUT = 5.0  # seconds for the connect and for the answer
+# The admin listener is on loopback or a private network: never ask it
+# through a proxy that http_proxy happens to name.
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def endpoint(url):
+    """Return the ``/publish`` URL of the admin listener at ``url``.
+
+    Raises RuntimeError unless ``url`` is http://HOST:PORT (a trailing "/"
+    allowed), as ``--admin-listen`` serves it."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if (parts.scheme != "http" or not parts.hostname or not port or parts.path not in ("", "/")
+            or parts.query or parts.fragment or "@" in parts.netloc):
+        raise RuntimeError(f"m0.publish: M0_ADMIN_URL {url!r} wants http://HOST:PORT, "
+                           "the server's --admin-listen")
+    return f"http://{parts.netloc}/publish"
+
+
+def read_key(path):
+    """Return the bearer key in ``path`` (one line, as --admin-key-file
+    holds it); RuntimeError when it cannot be read or is empty."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            key = f.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RuntimeError(f"m0.publish: M0_ADMIN_KEY_FILE {path}: {e}") from None
+    if not key or any(c.isspace() for c in key):
+        raise RuntimeError(f"m0.publish: M0_ADMIN_KEY_FILE {path}: not one line of a key")
+    return key
+
+
+def publish(url, key_file, channel, data, event=None):
+    """Publish through the admin API at ``url``; return the event's id.
+
+    ``channel``, ``event`` and ``data`` are already checked and normalised by
+    m0.publish; ``key_file`` is None or the file of the bearer key."""
+    target = endpoint(url)
+    fields = {"channel": channel, "data": data}
+    if event is not None:
+        fields["event"] = event
+    # UnicodeEncodeError (a ValueError) for a lone surrogate, before sending.
+    body = json.dumps(fields, ensure_ascii=False).encode("utf-8")
+    headers = {"Content-Type": "application/json"}
+    if key_file:
+        headers["Authorization"] = "Bearer " + read_key(key_file)
+    request = urllib.request.Request(target, data=body, headers=headers, method="POST")
+    try:
+        with _opener.open(request, timeout=TIMEOUT) as answer:
+            text = answer.read()
+    except urllib.error.HTTPError as e:
+        with e:
+            reason = e.read().decode("utf-8", "replace").strip() or e.reason
+        if e.code in (400, 413):
+            raise ValueError(f"m0.publish: {reason}") from None
+        raise RuntimeError(f"m0.publish: admin API {url} refused ({e.code}): {reason}") from None
+    except (urllib.error.URLError, OSError) as e:  # refused, unreachable, timed out
+        reason = getattr(e, "reason", None) or e
+        raise RuntimeError(f"m0.publish: admin API {url} cannot be reached: {reason}") from None
+    try:
+        return int(json.loads(text)["id"])
+    except (ValueError, KeyError, TypeError):
+        raise RuntimeError(f"m0.publish: admin API {url} answered {text[:120]!r}, "
+                           "not an event id") from None
