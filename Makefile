@@ -127,7 +127,7 @@ property-long: build
 
 # The m0 package (grants, names, hold helper), djangoproj's views, textshelf's
 # authorization: unittest, with Debian's interpreter.
-test-python: fixtures-db
+test-python: build fixtures-db
 	$(PY) -m unittest discover -s src/wsgi/tests -t src/wsgi
 	cd $(TEXTSHELF) && $(PY) manage.py test textshelf -v 1
 
