@@ -532,6 +532,13 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &loops};
         event* sighup = evsignal_new(loops[0].loop.base(), SIGHUP, on_sighup, &reload);
         event_add(sighup, nullptr);
+        // A worker of --workers starts with SIGHUP blocked (proc::supervise):
+        // one sent while it started is taken now. The threads started before
+        // keep it blocked, so it comes to this one.
+        sigset_t hup;
+        sigemptyset(&hup);
+        sigaddset(&hup, SIGHUP);
+        pthread_sigmask(SIG_UNBLOCK, &hup, nullptr);
         event* sigterm = evsignal_new(loops[0].loop.base(), SIGTERM, on_signal, &loops);
         event* sigint = evsignal_new(loops[0].loop.base(), SIGINT, on_signal, &loops);
         event_add(sigterm, nullptr);

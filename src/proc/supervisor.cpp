@@ -38,12 +38,12 @@ pid_t start_worker(int index, const std::function<int(int)>& run, const sigset_t
     pid_t pid = ::fork();
     if (pid != 0) return pid;
     // The child: the signals are its own again, and it ends with its parent.
-    // SIGHUP is ignored until its loop handles it (serve): one sent on before
-    // then must not kill a worker that is still starting.
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGHUP, SIG_IGN);
-    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    // SIGHUP stays blocked until its loop handles it (serve unblocks it): one
+    // sent on while the worker starts waits for it, rather than killing the
+    // worker or being lost.
+    sigset_t own = mask;
+    ::sigaddset(&own, SIGHUP);
+    ::sigprocmask(SIG_SETMASK, &own, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() == 1) std::_Exit(0);  // the parent is already gone
     int rc = run(index);

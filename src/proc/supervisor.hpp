@@ -10,7 +10,8 @@
 // a port in use, an app that does not import) stops them all, exit code 2;
 // SIGTERM or SIGINT is sent on to every worker, and the parent exits once
 // all have, 0 when every one exited 0; SIGHUP is sent on to every worker
-// (each reloads its keys and reopens its access log), the parent stays. A worker dies with its
+// (each reloads its keys and reopens its access log), the parent stays. A
+// worker starts with SIGHUP blocked: run() unblocks it once it handles it. A worker dies with its
 // parent (PR_SET_PDEATHSIG). Workers share nothing but the listeners and the bus, which is why
 // --realtime with several workers needs a shared bus. Threads: the parent has one; each worker is
 // an ordinary m0serve process.

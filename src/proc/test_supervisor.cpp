@@ -23,15 +23,23 @@ int g_report = -1;  // the write end of the test's pipe, in each worker
 void on_hup(int) { g_hup = g_hup + 1; }
 void on_term(int) { g_term = 1; }
 
-// A worker: says "ready" then one byte a SIGHUP ('0' + index), and exits 0
-// on SIGTERM; at most 20 s.
+// A worker: after `g_start_delay` µs (a worker importing its app), says
+// "ready" then one byte a SIGHUP ('0' + index), and exits 0 on SIGTERM; at
+// most 20 s.
+useconds_t g_start_delay = 0;
 int worker(int index) {
+    usleep(g_start_delay);
     struct sigaction sa {};
     sigemptyset(&sa.sa_mask);
     sa.sa_handler = on_hup;
     sigaction(SIGHUP, &sa, nullptr);
     sa.sa_handler = on_term;
     sigaction(SIGTERM, &sa, nullptr);
+    // As serve does: SIGHUP comes blocked, and is taken once handled.
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    sigprocmask(SIG_UNBLOCK, &hup, nullptr);
     char r = static_cast<char>('a' + index);
     if (write(g_report, &r, 1) != 1) return 3;
     int seen = 0;
@@ -85,11 +93,20 @@ TEST_CASE(
     if (parent == 0) {
         close(fds[0]);
         g_report = fds[1];
+        g_start_delay = 1000 * 1000;
         std::_Exit(m0::proc::supervise(2, worker));
     }
     close(fds[1]);
-    std::string ready = read_bytes(fds[0], 2);
-    REQUIRE(ready.size() == 2);
+    // A SIGHUP while the workers start (the parent takes signals at once; the
+    // workers are a second from handling SIGHUP): it waits for each, neither
+    // killing a worker nor lost.
+    usleep(300 * 1000);
+    REQUIRE(kill(parent, SIGHUP) == 0);
+    std::string first = read_bytes(fds[0], 4);
+    INFO("while starting, the workers said '" << first << "'");
+    REQUIRE(first.size() == 4);
+    CHECK(first.find('0') != std::string::npos);
+    CHECK(first.find('1') != std::string::npos);
     for (int round = 1; round <= 2; ++round) {
         REQUIRE(kill(parent, SIGHUP) == 0);
         std::string got = read_bytes(fds[0], 2);
