@@ -30,7 +30,6 @@ struct HoldFrame {
     // reads the counter instead.
     uint64_t upto = 0;
     std::vector<std::string> channels;
-    std::string worker;
     KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment heartbeat
 };
 

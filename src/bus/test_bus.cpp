@@ -189,14 +189,14 @@ TEST_CASE("bus channel: a refused name returns its NameError and takes no id", "
 TEST_CASE("bus channel: a full channel refuses, counts it, and takes no id", "[bus][channel]") {
     BusChannel ch(BusOptions{.capacity = 2});
     CHECK(ch.publish("a", "1").id == 1);
-    CHECK(ch.send(HoldFrame{reserved_stream_url({0, 1}), 0, 0, 0, {"a"}, "w"}));
+    CHECK(ch.send(HoldFrame{reserved_stream_url({0, 1}), 0, 0, 0, {"a"}}));
     auto r = ch.publish("a", "3");
     CHECK(r.error == PublishError::refused);
     CHECK_FALSE(r.ok());
     CHECK(r.id == 0);
     CHECK(r.name_error == NameError::ok);
     CHECK(ch.refused.load() == 1);
-    CHECK_FALSE(ch.send(HoldFrame{reserved_stream_url({1, 1}), 0, 0, 0, {"a"}, "w"}));
+    CHECK_FALSE(ch.send(HoldFrame{reserved_stream_url({1, 1}), 0, 0, 0, {"a"}}));
     CHECK(ch.refused.load() == 2);
     CHECK(ch.published.load() == 1);
     CHECK(ch.last_id() == 1);
@@ -295,9 +295,9 @@ TEST_CASE("bus channel: hold frames and publishes come out in the order they wer
           "[bus][channel]") {
     BusChannel ch;
     ch.publish("a", "before");
-    REQUIRE(ch.send(HoldFrame{reserved_stream_url({5, 2}), 1, 0, 0, {"a", "b"}, "mojo-0"}));
+    REQUIRE(ch.send(HoldFrame{reserved_stream_url({5, 2}), 1, 0, 0, {"a", "b"}}));
     ch.publish("a", "after");
-    REQUIRE(ch.send(HoldFrame{reserved_stream_url({6, 1}), 0, 0, 0, {"c"}, "wsgi-1"}));
+    REQUIRE(ch.send(HoldFrame{reserved_stream_url({6, 1}), 0, 0, 0, {"c"}}));
 
     std::deque<Frame> out;
     REQUIRE(ch.drain(out) == 4);
@@ -310,7 +310,6 @@ TEST_CASE("bus channel: hold frames and publishes come out in the order they wer
     CHECK(h.stream_url == "m0.slot.5.2");
     CHECK(h.cursor == 1);
     CHECK(h.channels == std::vector<std::string>{"a", "b"});
-    CHECK(h.worker == "mojo-0");
     CHECK(std::get<PublishFrame>(out[2]).data == "after");
     CHECK(std::get<HoldFrame>(out[3]).stream_url == "m0.slot.6.1");
 }
@@ -398,11 +397,11 @@ TEST_CASE("bus lanes: every event reaches every lane in id order; an h frame onl
     Bus& two = ch.lane(2);
     CHECK(&ch.lane(0) == static_cast<Bus*>(&ch));
     CHECK(one.publish("a", "x").id == 1);  // a lane publishes through the hub
-    CHECK(one.send(HoldFrame{"s1", 0, 0, 0, {"a"}, "w"}));
+    CHECK(one.send(HoldFrame{"s1", 0, 0, 0, {"a"}}));
     CHECK(ch.publish("b", "y").id == 2);
-    CHECK(two.send(HoldFrame{"s2", 0, 0, 0, {"b"}, "w"}));
+    CHECK(two.send(HoldFrame{"s2", 0, 0, 0, {"b"}}));
     CHECK(two.publish("a", "z").id == 3);
-    CHECK(ch.send(HoldFrame{"s0", 0, 0, 0, {"a"}, "w"}));
+    CHECK(ch.send(HoldFrame{"s0", 0, 0, 0, {"a"}}));
 
     CHECK(lane_items(ch, 0) == std::vector<std::string>{"p1", "p2", "p3", "h3:s0"});
     CHECK(lane_items(ch, 1) == std::vector<std::string>{"p1", "h1:s1", "p2", "p3"});
@@ -435,8 +434,8 @@ TEST_CASE(
     BusChannel ch(BusOptions{}, 1);
     REQUIRE(ch.publish("a", "one").id == 1);
     REQUIRE(ch.publish("a", "two").id == 2);
-    REQUIRE(ch.send(HoldFrame{"s", 0, 0, 0, {"a"}, "w"}));  // stamped upto = 2
-    REQUIRE(ch.publish("a", "three").id == 3);              // after the frame: live
+    REQUIRE(ch.send(HoldFrame{"s", 0, 0, 0, {"a"}}));  // stamped upto = 2
+    REQUIRE(ch.publish("a", "three").id == 3);         // after the frame: live
     std::deque<Frame> out;
     REQUIRE(ch.drain(out) == 4);
     const auto& frame = std::get<HoldFrame>(out[2]);
@@ -476,13 +475,13 @@ TEST_CASE("bus lanes: a publish that one full lane cannot take is refused on eve
           "[bus][channel][lanes]") {
     BusChannel ch(BusOptions{.capacity = 2}, 2);
     CHECK(ch.publish("a", "1").id == 1);
-    CHECK(ch.lane(1).send(HoldFrame{"s", 0, 0, 0, {"a"}, "w"}));  // lane 1 is now full
+    CHECK(ch.lane(1).send(HoldFrame{"s", 0, 0, 0, {"a"}}));  // lane 1 is now full
     auto r = ch.publish("a", "2");
     CHECK(r.error == PublishError::refused);
     CHECK(r.id == 0);
     CHECK(ch.queued(0) == 1);  // lane 0 had room, and still did not get it
     CHECK(ch.refused.load() == 1);
-    CHECK_FALSE(ch.lane(1).send(HoldFrame{"s", 0, 0, 0, {"a"}, "w"}));
+    CHECK_FALSE(ch.lane(1).send(HoldFrame{"s", 0, 0, 0, {"a"}}));
     CHECK(ch.refused.load() == 2);  // a lane's refusal is counted on the hub
     std::deque<Frame> out;
     ch.lane(1).drain(out);
@@ -509,7 +508,7 @@ TEST_CASE(
         ts.emplace_back([&, l] {
             while (!go.load()) std::this_thread::yield();
             for (int i = 0; i < kHolds; ++i)
-                (void)ch.lane(size_t(l)).send(HoldFrame{"s", 0, 0, 0, {"c0"}, "w"});
+                (void)ch.lane(size_t(l)).send(HoldFrame{"s", 0, 0, 0, {"c0"}});
         });
     go.store(1);
     for (auto& t : ts) t.join();

@@ -153,7 +153,7 @@ TEST_CASE("bus: ids start after first_id; the h frame is stamped with the last i
     BusChannel b(BusOptions{.first_id = 1000});
     CHECK(b.position() == 1000);
     CHECK(b.publish("a", "one").id == 1001);
-    REQUIRE(b.send(HoldFrame{reserved_stream_url({0, 1}), 0, 1001, 0, {"a"}, "w"}));
+    REQUIRE(b.send(HoldFrame{reserved_stream_url({0, 1}), 0, 1001, 0, {"a"}}));
     CHECK(b.publish("a", "two").id == 1002);
     std::deque<Frame> out;
     REQUIRE(b.drain(out) == 3);

@@ -14,7 +14,6 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
@@ -22,16 +21,9 @@
 #include <vector>
 
 #include "grant/grant.hpp"
+#include "http/fuzz_check.hpp"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            std::fprintf(stderr, "fuzz_grant: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                               \
-        }                                                                               \
-    } while (0)
 
 using namespace m0::grant;
 

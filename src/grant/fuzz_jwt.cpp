@@ -12,24 +12,15 @@
 //      the length the text says, and re-encoded decodes to the same bytes.
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "grant/base64.hpp"
 #include "grant/grant.hpp"
 #include "grant/jwt.hpp"
+#include "http/fuzz_check.hpp"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                              \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            std::fprintf(stderr, "fuzz_jwt: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                             \
-        }                                                                             \
-    } while (0)
 
 using namespace m0::grant;
 

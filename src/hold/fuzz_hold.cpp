@@ -18,24 +18,15 @@
 //     an input value did.
 #include <fuzzer/FuzzedDataProvider.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "bus/names.hpp"
 #include "grant/grant.hpp"
 #include "hold/hold.hpp"
+#include "http/fuzz_check.hpp"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                               \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            std::fprintf(stderr, "fuzz_hold: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                              \
-        }                                                                              \
-    } while (0)
 
 using m0::http::Headers;
 using m0::http::iequals;

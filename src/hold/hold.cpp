@@ -138,14 +138,13 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
 }
 
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     std::string worker, bus::KeepAlive keepalive) {
+                     bus::KeepAlive keepalive) {
     if (!bus) return false;
     bus::HoldFrame f;
     f.stream_url = bus::reserved_stream_url(slot);
     f.cursor = start.cursor;
     f.position = start.position;
     f.channels = std::move(channels);
-    f.worker = std::move(worker);
     f.keepalive = std::move(keepalive);
     return bus->send(std::move(f));
 }
@@ -191,9 +190,7 @@ void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response hea
         }
     }
     // The frame goes first: the loop subscribes the slot before it writes the head.
-    std::string worker(head.headers.get("x-worker").value_or(""));
-    if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(worker),
-                         std::move(d.keepalive))) {
+    if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(d.keepalive))) {
         if (h.metrics) h.metrics->holds_open.fetch_sub(1);
         M0_LOG(warn, "hold refused for slot ", to_string(slot),
                ": the bus channel is full or closed");

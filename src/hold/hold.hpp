@@ -97,7 +97,7 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
 // Queues the reserved h frame for `slot` on `bus`. False when the channel is
 // missing, full or closed.
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     std::string worker, bus::KeepAlive keepalive = {});
+                     bus::KeepAlive keepalive = {});
 
 // Finishes a job whose handler answered a hold (take_stream_hold already ran):
 // checks --max-hold-channels (a 502: the handler's answer is at fault) and

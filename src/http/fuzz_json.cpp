@@ -9,23 +9,15 @@
 // changes nothing while any other trailing byte is refused. On failure: a
 // reason is given. Nothing may throw (an escaped exception aborts).
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "grant/base64.hpp"
+#include "http/fuzz_check.hpp"
 #include "http/json.hpp"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                               \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            std::fprintf(stderr, "fuzz_json: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                              \
-        }                                                                              \
-    } while (0)
 
 // RFC 3629 §4, written out independently of the parser.
 bool valid_utf8(std::string_view s) {

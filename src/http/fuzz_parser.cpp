@@ -21,17 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#include "http/fuzz_check.hpp"
 #include "http/parser.hpp"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            std::fprintf(stderr, "fuzz_parser: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                                \
-        }                                                                                \
-    } while (0)
 
 using m0::http::iequals;
 using m0::http::Request;

@@ -185,4 +185,32 @@ bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size
     return true;
 }
 
+namespace {
+
+void write_spaced(const nlohmann::ordered_json& v, std::string& out) {
+    if (!v.is_object() && !v.is_array()) {
+        out += v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+        return;
+    }
+    out += v.is_object() ? '{' : '[';
+    for (auto it = v.begin(); it != v.end(); ++it) {
+        if (it != v.begin()) out += ", ";
+        if (v.is_object()) {
+            write_spaced(it.key(), out);
+            out += ": ";
+        }
+        write_spaced(*it, out);
+    }
+    out += v.is_object() ? '}' : ']';
+}
+
+}  // namespace
+
+std::string encode_answer(const nlohmann::ordered_json& value) {
+    std::string out;
+    write_spaced(value, out);
+    out += '\n';
+    return out;
+}
+
 }  // namespace m0::http

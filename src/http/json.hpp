@@ -1,5 +1,6 @@
 // The admin API's request bodies, decoded over nlohmann::json (Debian
-// nlohmann-json3-dev). Pure, any thread; nothing here throws.
+// nlohmann-json3-dev), and its answers, encoded. Pure, any thread; nothing
+// here throws.
 //
 //   POST /publish    {"channel": C, "data": D, "event": E}      decode_publish
 //   POST /close      {"channel": C}                             decode_close
@@ -10,6 +11,7 @@
 // nothing past U+10FFFF) and lone \u surrogates, so every string decoded here
 // is UTF-8. Only content-bin, base64 by definition, decodes to any bytes.
 #pragma once
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,5 +50,11 @@ bool decode_close(std::string_view body, std::string& channel, std::string& err)
 // (the "hint" action included): the whole request is refused, nothing decoded.
 bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size_t& skipped,
                     std::string& err);
+
+// An admin answer's body: `value` as JSON with one space after each ',' and
+// ':' (the answers' form: {"ids": [1, 2], "closed": 0}; nlohmann's dump()
+// writes none), keys in the order given, then a newline. A string that is
+// not UTF-8 is written with U+FFFD in place of its bad bytes.
+std::string encode_answer(const nlohmann::ordered_json& value);
 
 }  // namespace m0::http

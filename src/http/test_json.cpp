@@ -1,6 +1,9 @@
 // The admin API's request bodies over nlohmann::json: the m0serve shape
-// (decode_publish, decode_close) and Pushpin's items (decode_pushpin).
+// (decode_publish, decode_close) and Pushpin's items (decode_pushpin); its
+// answers (encode_answer).
 #include <catch2/catch.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -10,6 +13,7 @@ using m0::http::AdminEvent;
 using m0::http::decode_close;
 using m0::http::decode_publish;
 using m0::http::decode_pushpin;
+using m0::http::encode_answer;
 using m0::http::PushpinItem;
 
 namespace {
@@ -225,4 +229,16 @@ TEST_CASE("json: a Pushpin body with one bad item is refused whole", "[http][jso
     second(R"({"channel":"b","formats":{"http-stream":{"content-bin":"eA"}}})");
     CHECK(second(R"({"channel":"b","formats":{"http-stream":{"action":"hint"}}})")
               .find("'hint' is not supported") != std::string::npos);
+}
+
+TEST_CASE("json: an answer has a space after each comma and colon, keys in the order given",
+          "[http][json]") {
+    CHECK(encode_answer({{"id", uint64_t{7}}}) == "{\"id\": 7}\n");
+    CHECK(encode_answer({{"ids", std::vector<uint64_t>{1, 2}},
+                         {"closed", size_t{1}},
+                         {"skipped", size_t{0}}}) ==
+          "{\"ids\": [1, 2], \"closed\": 1, \"skipped\": 0}\n");
+    CHECK(encode_answer({{"ids", std::vector<uint64_t>{}}}) == "{\"ids\": []}\n");
+    // Escaped as JSON wants; a byte that is not UTF-8 becomes U+FFFD.
+    CHECK(encode_answer({{"a\"b", "x\xff"}}) == "{\"a\\\"b\": \"x\xEF\xBF\xBD\"}\n");
 }

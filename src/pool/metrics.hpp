@@ -14,10 +14,9 @@ struct Metrics {
     std::atomic<uint64_t> frames_dropped{0};       // h frames for slots that had left
     std::atomic<uint64_t> completions_dropped{0};  // completions for slots that had left
     std::atomic<uint64_t> holds_refused{0};        // over --max-holds
-    std::atomic<uint64_t> slow_readers_closed{0};
-    std::atomic<uint64_t> events_replayed{0};  // events written from history on a hold's start
-    std::atomic<uint64_t> resets_sent{
-        0};  // m0-reset events: a gap history could not fill  // holds over --hold-buffer-limit
+    std::atomic<uint64_t> slow_readers_closed{0};  // holds over --hold-buffer-limit
+    std::atomic<uint64_t> events_replayed{0};      // events written from history on a hold's start
+    std::atomic<uint64_t> resets_sent{0};          // m0-reset events: a gap history could not fill
     std::atomic<int64_t> connections_open{0};
     std::atomic<uint64_t> connections_total{0};
     std::atomic<uint64_t> connections_refused{0};  // over --max-connections

@@ -22,9 +22,9 @@
 // `ready`: awake between jobs, woken already, or running a quick job, so
 // that it looks at the queue again within microseconds. A thread running a
 // job that may block is not ready, so nothing waits behind a handler that
-// blocks. Measured with two mojo threads on /native/hello (wrk -t2 -c50):
-// 47 000 to 56 000 requests/s with a condition variable's notify_one per
-// job, 67 000 to 83 000 with this (one thread alone: 69 000 to 85 000).
+// blocks. Threads woken by turns (notify_one per job) cost a futex wake and a
+// task switch for work an awake thread would have taken (the README's
+// Benchmark, "Pool wake-ups").
 // Ownership: `queue_`, `stopping_`, `paused_`, `ready_`, `idle_` and each
 // sleeper's `woken` under `mu_`; `sleepers_` fixed once the threads run; the
 // counters are atomics read by /metrics.

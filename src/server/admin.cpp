@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 
 #include <ctime>
+#include <nlohmann/json.hpp>
 
 #include "bus/names.hpp"
 #include "grant/jwt.hpp"
@@ -82,7 +83,7 @@ Response publish_answer(const bus::PublishResult& res) {
     }
     Response r;
     r.headers.add("Content-Type", "application/json");
-    r.body = "{\"id\": " + std::to_string(res.id) + "}\n";
+    r.body = http::encode_answer({{"id", res.id}});
     return r;
 }
 }  // namespace
@@ -134,7 +135,7 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
                 close_(channel, [answer](size_t n) {
                     Response out;
                     out.headers.add("Content-Type", "application/json");
-                    out.body = "{\"closed\": " + std::to_string(n) + "}\n";
+                    out.body = http::encode_answer({{"closed", n}});
                     answer(std::move(out));
                 });
             };
@@ -220,7 +221,7 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
                                                            " (the items before it were taken)"));
                     return;
                 }
-                run->ids += (run->ids.empty() ? "" : ", ") + std::to_string(res.id);
+                run->ids.push_back(res.id);
                 if (!run->driving) publish_item(run);
             });
         if (run->waiting) {
@@ -232,8 +233,8 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
     if (run->failed) return;  // answered
     Response r;
     r.headers.add("Content-Type", "application/json");
-    r.body = "{\"ids\": [" + run->ids + "], \"closed\": " + std::to_string(run->closed) +
-             ", \"skipped\": " + std::to_string(run->skipped) + "}\n";
+    r.body = http::encode_answer(
+        {{"ids", run->ids}, {"closed", run->closed}, {"skipped", run->skipped}});
     run->answer(std::move(r));
 }
 

@@ -64,8 +64,8 @@ class AdminApi {
     struct ItemRun {
         std::shared_ptr<std::vector<http::PushpinItem>> items;
         size_t skipped = 0;
-        size_t next = 0;  // the next item to hand to the bus
-        std::string ids;  // of the items published so far, comma-separated
+        size_t next = 0;            // the next item to hand to the bus
+        std::vector<uint64_t> ids;  // of the items published so far
         size_t closed = 0;
         Answer answer;
         bool driving = false;  // inside publish_item's loop

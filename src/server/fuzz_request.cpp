@@ -17,25 +17,16 @@
 #include <event2/event.h>
 
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "http/fuzz_check.hpp"
 #include "loop/log.hpp"
 #include "server/test_rig.hpp"
 
 namespace {
-
-#define FUZZ_CHECK(cond)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "fuzz_request: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                                 \
-        }                                                                                 \
-    } while (0)
 
 using namespace m0;
 using http::Request;

@@ -41,10 +41,9 @@
 // appended too: by reference (evbuffer_add_reference; its cleanup drops the
 // reference) when at least kReferenceMin bytes, a copy otherwise (a
 // reference costs a chain of its own, allocated, and an iovec; a small copy
-// fills the last chain's free space). Measured with libevent 2.1.12, add
-// then peek then drain: a copy is cheaper up to about 1 KiB (64 B: 22 ns
-// against 50; 512 B: 33 against 50), a reference from about 2 KiB (4 KiB:
-// 47 ns against 116).
+// fills the last chain's free space): with libevent 2.1.12 a copy is the
+// cheaper up to about 1 KiB, a reference from about 2 KiB (the README's
+// Benchmark, "Fan-out").
 // The bufferevents are not thread-safe (no BEV_OPT_THREADSAFE): the cleanup
 // runs on the loop thread, when the bytes are written or the connection freed.
 //

@@ -32,13 +32,13 @@
 // those bytes, never a copy (HoldSink::write_shared). The in-process bus
 // encodes it where it numbers it (PublishFrame::wire): every loop, the
 // history, and so every replay of it share the same bytes; a frame from a
-// shared bus comes without them and publish() encodes it once per loop. A
-// reconnect storm (2000 holds that do not read, each replayed 200 events of
-// 1000 bytes) grew the server by 139 KB a hold when each replay encoded its
-// events, 31 KB sharing them, and took 2.2 CPU seconds against 0.4. It iterates the
-// channel's subscriber list itself, not a copy: a write that drops a slow
-// reader (or releases a hold) defers the unsubscribe to the end of the loop
-// (unsub_later_), so the list does not change under the iteration.
+// shared bus comes without them and publish() encodes it once per loop (a
+// reconnect storm's replays took a fifth of the CPU and under a quarter of
+// the memory they did when each encoded its events: the README's Benchmark,
+// "Replays share the event's bytes"). It iterates the channel's subscriber
+// list itself, not a copy: a write that drops a slow reader (or releases a
+// hold) defers the unsubscribe to the end of the loop (unsub_later_), so the
+// list does not change under the iteration.
 //
 // The table reaches connections only through HoldSink (write bytes to a slot,
 // close it, end it after its output drains), so fan-out, heartbeats and the

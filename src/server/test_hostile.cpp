@@ -21,85 +21,26 @@
 #include <vector>
 
 #include "mojo/mojo_pool.hpp"
+#include "server/test_http_reply.hpp"
 #include "server/test_rig.hpp"
 
 using namespace m0;
 using namespace m0::http;
 using Client = m0::testing::SocketClient;
+using m0::testing::Reply;
+using m0::testing::take_reply;
 using namespace std::chrono_literals;
 
 namespace {
 
 // ---- the client side ------------------------------------------------------------
 
-struct Answer {
-    int status = 0;
-    Headers headers;
-    std::string body;
-};
-
-// Takes one answer off the front of `buf`; nullopt while it is incomplete.
-// `head_only`: it answers a HEAD. `eof`: the peer closed, so an unframed body
-// ends here.
-std::optional<Answer> take_answer(std::string& buf, bool head_only, bool eof) {
-    size_t end = buf.find("\r\n\r\n");
-    if (end == std::string::npos) return std::nullopt;
-    Answer a;
-    std::string head = buf.substr(0, end);
-    size_t pos = head.find("\r\n");
-    std::string line = head.substr(0, pos);
-    INFO("status line: " << line);
-    REQUIRE(line.size() >= 12);
-    REQUIRE(line.starts_with("HTTP/1.1 "));
-    a.status = std::stoi(line.substr(9, 3));
-    while (pos != std::string::npos) {
-        size_t next = head.find("\r\n", pos + 2);
-        std::string field =
-            head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
-        size_t colon = field.find(':');
-        INFO("field line: " << field);
-        REQUIRE(colon != std::string::npos);
-        REQUIRE(is_token(field.substr(0, colon)));
-        size_t v = colon + 1;
-        while (v < field.size() && field[v] == ' ') ++v;
-        a.headers.add(field.substr(0, colon), field.substr(v));
-        pos = next;
-    }
-    size_t p = end + 4;
-    const bool bodiless = head_only || a.status / 100 == 1 || a.status == 204 || a.status == 304;
-    if (bodiless) {
-        // nothing
-    } else if (auto cl = a.headers.get("Content-Length")) {
-        size_t n = std::stoul(std::string(*cl));
-        if (buf.size() < p + n) return std::nullopt;
-        a.body = buf.substr(p, n);
-        p += n;
-    } else if (a.headers.get("Transfer-Encoding") == std::optional<std::string_view>("chunked")) {
-        for (;;) {
-            size_t crlf = buf.find("\r\n", p);
-            if (crlf == std::string::npos) return std::nullopt;
-            size_t size = std::stoul(buf.substr(p, crlf - p), nullptr, 16);
-            p = crlf + 2;
-            if (buf.size() < p + size + 2) return std::nullopt;
-            a.body.append(buf, p, size);
-            p += size + 2;
-            if (size == 0) break;
-        }
-    } else {
-        if (!eof) return std::nullopt;  // close-delimited
-        a.body = buf.substr(p);
-        p = buf.size();
-    }
-    buf.erase(0, p);
-    return a;
-}
-
 template <size_t N>
 std::string bytes(const char (&s)[N]) {  // keeps NUL bytes
     return std::string(s, N - 1);
 }
 
-bool closes_with_header(const Answer& a) {
+bool closes_with_header(const Reply& a) {
     return a.headers.get("Connection") == std::optional<std::string_view>("close");
 }
 
@@ -188,15 +129,15 @@ struct Rig : testing::ServerRig {
     }
     // Steps the loop until `n` final answers came on `c` (interim 1xx ones are
     // counted in `interim` and skipped), the peer closed, or 3 s passed.
-    std::vector<Answer> answers(Client& c, size_t n, const std::vector<bool>& head = {}) {
-        std::vector<Answer> out;
+    std::vector<Reply> answers(Client& c, size_t n, const std::vector<bool>& head = {}) {
+        std::vector<Reply> out;
         if (n == 0) return out;
         loop.run_until(
             [&] {
                 c.pump();
                 while (out.size() < n) {
                     bool h = out.size() < head.size() && head[out.size()];
-                    auto a = take_answer(c.in, h, c.eof);
+                    auto a = take_reply(c.in, h, c.eof);
                     if (!a) break;
                     if (a->status / 100 == 1) {
                         ++interim;
@@ -236,11 +177,11 @@ struct Case {
     bool closes = false;       // the connection must close after them
     bool half_close = false;   // the client shuts its sending side after the bytes
     std::vector<bool> head;    // answer i answers a HEAD
-    std::function<void(Rig&, const std::vector<Answer>&)> check = nullptr;
+    std::function<void(Rig&, const std::vector<Reply>&)> check = nullptr;
     int published = 0;  // admin cases: events the bus took
 };
 
-using Check = std::function<void(Rig&, const std::vector<Answer>&)>;
+using Check = std::function<void(Rig&, const std::vector<Reply>&)>;
 
 // Refused: an error answer, then the connection closes (every refusal closes:
 // the bytes after a malformed request cannot be trusted to frame another).
@@ -284,20 +225,20 @@ std::string field_lines(size_t n) {
     return s;
 }
 Check body_is(std::string want) {
-    return [want](Rig& rig, const std::vector<Answer>&) {
+    return [want](Rig& rig, const std::vector<Reply>&) {
         REQUIRE(rig.seen.size() >= 1);
         CHECK(rig.seen[0].body == want);
     };
 }
 // The refusal's body is `reason` (its one line).
 Check reason_is(std::string reason) {
-    return [reason](Rig&, const std::vector<Answer>& a) {
+    return [reason](Rig&, const std::vector<Reply>& a) {
         REQUIRE(a.size() == 1);
         CHECK(a[0].body == reason + "\n");
     };
 }
 Check field_is(std::string name, std::string want) {
-    return [name, want](Rig& rig, const std::vector<Answer>&) {
+    return [name, want](Rig& rig, const std::vector<Reply>&) {
         REQUIRE(rig.seen.size() >= 1);
         CHECK(rig.seen[0].headers.get(name) == std::optional<std::string_view>(want));
     };
@@ -350,7 +291,7 @@ const std::vector<Case>& client_cases() {
         add(refused("a lowercase protocol name is 400", "GET / http/1.1\r\nHost: h\r\n\r\n", 400));
         add(refused("a version of letters is 400", "GET / HTTP/x.y\r\nHost: h\r\n\r\n", 400));
         add(served("HTTP/1.2 is served as HTTP/1.1", "GET / HTTP/1.2\r\nHost: h\r\n\r\n",
-                   [](Rig&, const std::vector<Answer>& a) {
+                   [](Rig&, const std::vector<Reply>& a) {
                        CHECK_FALSE(a[0].headers.has("Connection"));
                    }));
         add(served_closed("HTTP/1.0 is served, then closed", "GET / HTTP/1.0\r\nHost: h\r\n\r\n"));
@@ -401,7 +342,7 @@ const std::vector<Case>& client_cases() {
         // the host information of the request-target".
         add(served("absolute-form is served, its authority in place of Host",
                    "GET http://example.com/x?y=1 HTTP/1.1\r\nHost: other\r\n\r\n",
-                   [](Rig& rig, const std::vector<Answer>&) {
+                   [](Rig& rig, const std::vector<Reply>&) {
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].path == "/x");
                        CHECK(rig.seen[0].query == "y=1");
@@ -414,7 +355,7 @@ const std::vector<Case>& client_cases() {
                    field_is("Host", "example.com:8080")));
         add(served("absolute-form without a path is /",
                    "GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n",
-                   [](Rig& rig, const std::vector<Answer>&) {
+                   [](Rig& rig, const std::vector<Reply>&) {
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].path == "/");
                    }));
@@ -432,7 +373,7 @@ const std::vector<Case>& client_cases() {
                     "GET http://example.com/ HTTP/1.1\r\nHost: a b\r\n\r\n", 400));
         add(served("asterisk-form on OPTIONS reaches the application",
                    "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n",
-                   [](Rig& rig, const std::vector<Answer>&) {
+                   [](Rig& rig, const std::vector<Reply>&) {
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].path == "*");
                    }));
@@ -451,17 +392,17 @@ const std::vector<Case>& client_cases() {
         // Paths are bytes: PEP 3333 hands them on as latin-1, so invalid UTF-8
         // reaches the application as it was encoded.
         add(served("encoded invalid UTF-8 in the path reaches the application as bytes",
-                   get("/%ff%fe%c3"), [](Rig& rig, const std::vector<Answer>&) {
+                   get("/%ff%fe%c3"), [](Rig& rig, const std::vector<Reply>&) {
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].path_info == "/\xff\xfe\xc3");
                    }));
         add(served("an encoded overlong slash reaches the application as bytes", get("/%c0%af"),
-                   [](Rig& rig, const std::vector<Answer>&) {
+                   [](Rig& rig, const std::vector<Reply>&) {
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].path_info == "/\xc0\xaf");
                    }));
         add(served("an encoded NUL in the query is left to the application", get("/q?x=%00"),
-                   [](Rig& rig, const std::vector<Answer>&) {
+                   [](Rig& rig, const std::vector<Reply>&) {
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].query == "x=%00");
                    }));
@@ -544,10 +485,10 @@ const std::vector<Case>& client_cases() {
         // the server cannot meet is 417.
         add(served("Expect: 100-continue on a GET is answered at once",
                    with_fields("Expect: 100-continue\r\n"),
-                   [](Rig& rig, const std::vector<Answer>&) { CHECK(rig.interim == 0); }));
+                   [](Rig& rig, const std::vector<Reply>&) { CHECK(rig.interim == 0); }));
         add(served("Expect: 100-continue with a body: 100, then the answer",
                    post("Expect: 100-continue\r\nContent-Length: 5\r\n", "hello"),
-                   [](Rig& rig, const std::vector<Answer>&) {
+                   [](Rig& rig, const std::vector<Reply>&) {
                        CHECK(rig.interim == 1);
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].body == "hello");
@@ -589,7 +530,7 @@ const std::vector<Case>& client_cases() {
                          get("/first", "Host: h\r\nContent-Length: " +
                                            std::to_string(inner.size()) + "\r\n") +
                              inner + get("/second"),
-                         {200, 200}, false, false, [inner](Rig& rig, const std::vector<Answer>&) {
+                         {200, 200}, false, false, [inner](Rig& rig, const std::vector<Reply>&) {
                              REQUIRE(rig.seen.size() == 2);
                              CHECK(rig.seen[0].body == inner);
                              CHECK(rig.seen[1].path == "/second");
@@ -699,7 +640,7 @@ const std::vector<Case>& client_cases() {
                     reason_is("Trailer is not allowed as a trailer field")));
         add(served("a trailer naming X-Checksum is dropped",
                    chunked("2\r\nab\r\n0\r\nX-Checksum: 1\r\n\r\n"),
-                   [](Rig& rig, const std::vector<Answer>&) {
+                   [](Rig& rig, const std::vector<Reply>&) {
                        REQUIRE(rig.seen.size() == 1);
                        CHECK(rig.seen[0].body == "ab");
                        CHECK_FALSE(rig.seen[0].headers.has("X-Checksum"));
@@ -722,7 +663,7 @@ const std::vector<Case>& client_cases() {
         // requests were received"; RFC 9112 §9.6 (close).
         add(pipeline("three pipelined requests are answered in order",
                      get("/a") + get("/b") + get("/c"), {200, 200, 200}, false, false,
-                     [](Rig&, const std::vector<Answer>& a) {
+                     [](Rig&, const std::vector<Reply>& a) {
                          CHECK(a[0].body == "ok /a");
                          CHECK(a[1].body == "ok /b");
                          CHECK(a[2].body == "ok /c");
@@ -749,7 +690,7 @@ const std::vector<Case>& client_cases() {
                  false,
                  false,
                  {true, false},
-                 [](Rig&, const std::vector<Answer>& a) {
+                 [](Rig&, const std::vector<Reply>& a) {
                      CHECK(a[0].body.empty());
                      CHECK(a[0].headers.get("Content-Length") ==
                            std::optional<std::string_view>("5"));
@@ -760,7 +701,7 @@ const std::vector<Case>& client_cases() {
         add(pipeline(
             "pipelined bodies, then a half-close: every one is answered, then closed",
             post("Content-Length: 5\r\n", "hello") + chunked("5\r\nworld\r\n0\r\n\r\n") + get("/c"),
-            {200, 200, 200}, true, true, [](Rig& rig, const std::vector<Answer>&) {
+            {200, 200, 200}, true, true, [](Rig& rig, const std::vector<Reply>&) {
                 REQUIRE(rig.seen.size() == 3);
                 CHECK(rig.seen[0].body == "hello");
                 CHECK(rig.seen[1].body == "world");
@@ -832,7 +773,7 @@ size_t count_2xx(const std::vector<int>& statuses) {
 
 struct Played {
     std::unique_ptr<Client> open;  // the connection, if it stays open
-    std::vector<Answer> answers;
+    std::vector<Reply> answers;
 };
 
 // Runs one case on `rig`: sends, checks the answers and the close.
@@ -935,12 +876,12 @@ Case admin(std::string name, std::string b, int status, int published = 0, Check
     return c;
 }
 Check allow_is(std::string want) {
-    return [want](Rig&, const std::vector<Answer>& a) {
+    return [want](Rig&, const std::vector<Reply>& a) {
         CHECK(a[0].headers.get("Allow") == std::optional<std::string_view>(want));
     };
 }
 Check asks_for_bearer() {
-    return [](Rig&, const std::vector<Answer>& a) {
+    return [](Rig&, const std::vector<Reply>& a) {
         CHECK(a[0].headers.get("WWW-Authenticate") == std::optional<std::string_view>("Bearer"));
     };
 }
@@ -1003,7 +944,7 @@ const std::vector<Case>& admin_cases() {
         add(admin(
             "/close of a channel nobody holds closes nothing",
             admin_post("/close", R"({"channel": "news"})"), 200, 0,
-            [](Rig&, const std::vector<Answer>& a) { CHECK(a[0].body == "{\"closed\": 0}\n"); }));
+            [](Rig&, const std::vector<Reply>& a) { CHECK(a[0].body == "{\"closed\": 0}\n"); }));
         // ---- huge bodies: RFC 9110 §15.5.14 (413).
         {
             Case c = refused("a body over --max-body-size is 413 at the head",
@@ -1056,7 +997,7 @@ const std::vector<Case>& admin_cases() {
                  false,
                  false,
                  {true},
-                 [](Rig&, const std::vector<Answer>& a) { CHECK(a[0].body.empty()); }});
+                 [](Rig&, const std::vector<Reply>& a) { CHECK(a[0].body.empty()); }});
         add(admin("an unknown admin path is 404", get("/nothing"), 404));
         // /publish/ is Pushpin's format (test_admin.cpp): the m0serve shape there is 400.
         add(admin("/publish/ is not /publish: 400", admin_post("/publish/", ok), 400));
@@ -1079,7 +1020,7 @@ const std::vector<Case>& admin_cases() {
         add(admin("two spaces after the scheme are accepted", publish(ok, "Bearer  " + kKey), 200,
                   1));
         add(admin("a valid publish is 200", publish(ok), 200, 1,
-                  [](Rig&, const std::vector<Answer>& a) { CHECK(a[0].body == "{\"id\": 1}\n"); }));
+                  [](Rig&, const std::vector<Reply>& a) { CHECK(a[0].body == "{\"id\": 1}\n"); }));
         // ---- the request itself: the admin listener parses as the client one does.
         add(refused("two Content-Lengths on /publish are 400",
                     "POST /publish HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n"
@@ -1397,7 +1338,7 @@ TEST_CASE("hostile: a hold answered to HEAD is a head without a body, not a hold
     // to a HEAD request as it would have sent if the request method had been GET"
     // and no content; the stream a GET would open never opens.
     REQUIRE(rig.wait_eof(*c));
-    auto a = take_answer(c->in, true, true);
+    auto a = take_reply(c->in, true, true);
     REQUIRE(a);
     CHECK(a->status == 200);
     CHECK(a->headers.get("Content-Type") == std::optional<std::string_view>("text/event-stream"));

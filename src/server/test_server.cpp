@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/test_http_reply.hpp"
 #include "server/test_rig.hpp"
 
 using namespace m0;
@@ -31,6 +32,8 @@ using namespace m0::http;
 using namespace m0::server;
 using m0::testing::ServerRig;
 using Client = m0::testing::SocketClient;
+using m0::testing::Reply;
+using m0::testing::take_reply;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -38,75 +41,11 @@ namespace {
 
 // ---- the client side ------------------------------------------------------------
 
-struct Reply {
-    int status = 0;
-    std::string status_line;
-    Headers headers;
-    std::string body;      // decoded
-    std::string raw_body;  // as framed on the wire
-};
-
 size_t count(const Headers& h, std::string_view name) {
     size_t n = 0;
     for (const auto& [k, v] : h.items)
         if (iequals(k, name)) ++n;
     return n;
-}
-
-// Takes one response off the front of `buf`; nullopt while it is incomplete.
-// `head_only`: the answer to a HEAD. `eof`: the peer closed, so an unframed
-// body ends here.
-std::optional<Reply> take_reply(std::string& buf, bool head_only, bool eof) {
-    size_t end = buf.find("\r\n\r\n");
-    if (end == std::string::npos) return std::nullopt;
-    Reply r;
-    std::string head = buf.substr(0, end);
-    size_t pos = head.find("\r\n");
-    r.status_line = head.substr(0, pos);
-    REQUIRE(r.status_line.size() >= 12);
-    REQUIRE(r.status_line.starts_with("HTTP/1.1 "));
-    r.status = std::stoi(r.status_line.substr(9, 3));
-    while (pos != std::string::npos) {
-        size_t next = head.find("\r\n", pos + 2);
-        std::string line =
-            head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
-        size_t colon = line.find(':');
-        REQUIRE(colon != std::string::npos);
-        size_t v = colon + 1;
-        while (v < line.size() && line[v] == ' ') ++v;
-        r.headers.add(line.substr(0, colon), line.substr(v));
-        pos = next;
-    }
-    size_t p = end + 4;
-    bool bodiless = head_only || r.status / 100 == 1 || r.status == 204 || r.status == 304;
-    if (bodiless) {
-        // nothing
-    } else if (auto cl = r.headers.get("Content-Length")) {
-        size_t n = std::stoul(std::string(*cl));
-        if (buf.size() < p + n) return std::nullopt;
-        r.body = r.raw_body = buf.substr(p, n);
-        p += n;
-    } else if (r.headers.get("Transfer-Encoding") == std::optional<std::string_view>("chunked")) {
-        size_t start = p;
-        for (;;) {
-            size_t crlf = buf.find("\r\n", p);
-            if (crlf == std::string::npos) return std::nullopt;
-            size_t size = std::stoul(buf.substr(p, crlf - p), nullptr, 16);
-            p = crlf + 2;
-            if (buf.size() < p + size + 2) return std::nullopt;
-            r.body.append(buf, p, size);
-            REQUIRE(buf.compare(p + size, 2, "\r\n") == 0);
-            p += size + 2;
-            if (size == 0) break;
-        }
-        r.raw_body = buf.substr(start, p - start);
-    } else {
-        if (!eof) return std::nullopt;  // close-delimited
-        r.body = r.raw_body = buf.substr(p);
-        p = buf.size();
-    }
-    buf.erase(0, p);
-    return r;
 }
 
 // A real TCP client of a listener on 127.0.0.1.

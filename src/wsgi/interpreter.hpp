@@ -20,13 +20,12 @@
 // thread that starts the next one, and two requests in the app at once meet
 // on its locks: Django 3.2's asgiref Local takes one RLock on every access,
 // and a lock handed to a thread that has no GIL makes every later access a
-// task switch. Once begun this goes on while the queue is full: `/` of the
-// fixture project under `wrk -t2 -c50` fell from about 2000 requests/s to
-// 600 to 900 in some runs and stayed there, at 15 to 36 task switches per
-// request instead of 3. At 0.02 and 0.05 s no run did (three servers per
-// setting, ten 3-second wrk runs each; the bench's `switches_per_req` row
-// shows the state). A request still gives the GIL up whenever it blocks, and
-// one that computes longer than the interval still shares it.
+// task switch. Once begun this goes on while the queue is full, at five to
+// twelve times the task switches per request and under half the requests/s;
+// at 0.02 s it was not seen (the README's Benchmark, "The switch interval";
+// the bench's `switches_per_req` row shows the state). A request still gives
+// the GIL up whenever it blocks, and one that computes longer than the
+// interval still shares it.
 #pragma once
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

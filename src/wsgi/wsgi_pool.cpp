@@ -122,9 +122,10 @@ bool send_chunk(Job& j, std::string data) {
         j.h->ring->push(std::move(c));
     }
     if (data.empty()) return true;
-    bool ok;
-    Py_BEGIN_ALLOW_THREADS ok = j.stream->reserve(data.size());
-    Py_END_ALLOW_THREADS if (!ok) {
+    PyThreadState* save = PyEval_SaveThread();  // the GIL is released while it waits
+    const bool ok = j.stream->reserve(data.size());
+    PyEval_RestoreThread(save);
+    if (!ok) {
         j.client_gone = true;
         return false;
     }
