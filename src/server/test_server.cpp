@@ -852,6 +852,14 @@ TEST_CASE(
     char dir[] = "/tmp/m0-server-file-XXXXXX";
     REQUIRE(mkdtemp(dir));
     const std::string path = std::string(dir) + "/f";
+    struct Removed {  // also when a REQUIRE ends the test early
+        const std::string& path;
+        const char* dir;
+        ~Removed() {
+            std::remove(path.c_str());
+            rmdir(dir);
+        }
+    } removed{path, dir};
     std::string content;
     for (int i = 0; i < 300000; ++i) content += static_cast<char>('a' + i % 26);
     FILE* fp = fopen(path.c_str(), "wb");
@@ -910,8 +918,6 @@ TEST_CASE(
             if (fcntl(fd, F_GETFD) != -1) return false;
         return true;
     }));
-    std::remove(path.c_str());
-    rmdir(dir);
 }
 
 // ---- the admin side --------------------------------------------------------------
