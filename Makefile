@@ -14,7 +14,7 @@ ADMIN     ?= 127.0.0.1:8001
 PROPERTY_CASES ?= 200
 export PYTHONDONTWRITEBYTECODE := 1
 
-DEB_PACKAGES := libevent-dev libhttp-parser-dev python3-dev python3-django \
+DEB_PACKAGES := ccache libevent-dev libhttp-parser-dev python3-dev python3-django \
                 libssl-dev catch2 librapidcheck-dev cmake g++ pkg-config make \
                 chromium fonts-liberation clang-format
 # The fuzzers (make fuzz, make fuzz-brief): clang and its libFuzzer runtime.
