@@ -148,13 +148,72 @@ def phase4(ctx):
     check(1.0 <= took <= 4.5, "two keep-alives took %.2fs, want about 2" % took)
 
 
-@smoke.phase(5, "Grip-Hold: response (a long-poll) is 502 with the reason; the server keeps serving")
+def curl_poll(srv, query, max_time):
+    """A long-poll by curl, as a client of it would make one (in the background)."""
+    exe = shutil.which("curl")
+    check(exe, "curl not found")
+    url = "http://%s:%d/grip-hold?%s" % (srv.addr[0], srv.addr[1], query)
+    return subprocess.Popen([exe, "-s", "-i", "--max-time", str(max_time), url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+
+
+def curl_answer(p, what, timeout=15):
+    """(status, {lowercase name: value}, body) of a curl -i that ended."""
+    out, err = p.communicate(timeout=timeout)
+    check(p.returncode == 0, "%s: curl exit %d %s" % (what, p.returncode, short(err)))
+    head, _, body = out.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers, body
+
+
+def wait_metric(srv, name, want, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if metric(metrics(srv.admin), name) == want:
+            return
+        time.sleep(0.02)
+    check(False, "%s never reached %r" % (name, want))
+
+
+@smoke.phase(5, "Grip-Hold: response, a long-poll by curl: answered by pushpin-publish's http-response item, by history from prev-id, by the view's own answer at Grip-Timeout")
 def phase5(ctx):
     srv = grip_server(ctx)
-    r = http(srv.addr, "GET", "/grip-hold?channel=g5&mode=response")
-    check(r.status == 502, "want 502, got %s" % r.summary())
-    check(b"long-poll" in r.body, "502 body %s does not say why" % short(r.body))
-    grip_hold(ctx, srv, "channel=g5")
+    stream = grip_hold(ctx, srv, "channel=g5")
+    p = curl_poll(srv, "channel=g5&mode=response&timeout=30", 20)
+    wait_metric(srv, "m0_holds_open", 2)  # the stream and the long-poll, subscribed
+    # -H takes several values: the options go after the channel and content.
+    rc, out = pushpin_publish(srv, "g5", "hello", "--code", "201", "-H", "X-Pub: yes")
+    check(rc == 0, "pushpin-publish exit %d: %s" % (rc, short(out)))
+    status, headers, body = curl_answer(p, "the long-poll")
+    check(status == 201, "the long-poll: want 201, got %d %r" % (status, headers))
+    check(headers.get("x-pub") == "yes", "the published header is missing: %r" % headers)
+    check(body == b"hello\n", "the long-poll's body %s" % short(body))
+    check(not [n for n in headers if n.startswith("grip-")], "Grip-* left in %r" % headers)
+    event_id = int(headers.get("m0-event-id", "0"))
+    check(event_id > 0, "no M0-Event-Id in %r" % headers)
+    # The same item's http-stream content reached the stream hold.
+    read_exactly(stream, b"hello\n", "the stream's copy")
+    # A poll from the id before it is answered at once, from history.
+    t0 = time.monotonic()
+    p = curl_poll(srv, "channel=g5&mode=response&timeout=30&prev_id=%d" % (event_id - 1), 10)
+    status, headers, body = curl_answer(p, "the replayed poll")
+    check(status == 201 and body == b"hello\n", "replayed: %d %s" % (status, short(body)))
+    check(time.monotonic() - t0 < 5, "the replayed poll waited")
+    # Nothing newer: Grip-Timeout's answer is the view's own.
+    t0 = time.monotonic()
+    p = curl_poll(srv, "channel=g5&mode=response&timeout=1&prev_id=%d" % event_id, 10)
+    status, headers, body = curl_answer(p, "the timed-out poll")
+    took = time.monotonic() - t0
+    check(status == 200 and body == GRIP_HEAD, "timed out: %d %s" % (status, short(body)))
+    check(0.9 <= took <= 5, "the timeout took %.2fs, want about 1" % took)
+    check("m0-event-id" not in headers, "a timeout names no event: %r" % headers)
+    wait_metric(srv, "m0_holds_open", 1)  # the stream's only
+    r = http(srv.addr, "GET", "/grip-hold?channel=g5&mode=response&timeout=x")
+    check(r.status == 502 and b"Grip-Timeout" in r.body, "a bad Grip-Timeout: %s" % r.summary())
 
 
 @smoke.phase(6, "keyed admin: a JWT signed as gripcontrol signs it is taken; a bad, expired or missing one is 401")
@@ -163,7 +222,7 @@ def phase6(ctx):
     c = grip_hold(ctx, srv, "channel=g6")
     content = base64.b64encode(b"event: bin\ndata: \xc3\xa9\n\n").decode()
     items = [{"channel": "g6", "id": "a1", "formats": {"http-stream": {"content-bin": content}}},
-             {"channel": "g6", "formats": {"http-response": {"body": "skipped"}}}]
+             {"channel": "g6", "formats": {"ws-message": {"content": "skipped"}}}]
     r = post_items(srv, items, signed_jwt(ADMIN_KEY))
     check(r.status == 200, "signed JWT: %s %s" % (r.summary(), short(r.body)))
     check(r.json().get("skipped") == 1, "answer %s: want skipped 1" % short(r.body))

@@ -1,5 +1,6 @@
 #include "bus/bus.hpp"
 
+#include "http/json.hpp"
 #include "http/sse.hpp"
 
 namespace m0::bus {
@@ -22,6 +23,12 @@ std::string reason(const PublishResult& r) {
 }
 
 std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f) {
+    if (f.raw && f.event == kResponseFormat) {
+        // A long-poll's answer: stream holds get its http-stream content, if any.
+        http::ResponseItem item;
+        if (!http::decode_response_item(f.data, item) || !item.stream) return nullptr;
+        return std::make_shared<const std::string>(std::move(*item.stream));
+    }
     return std::make_shared<const std::string>(f.raw ? f.data
                                                      : sse::encode_event(f.id, f.event, f.data));
 }

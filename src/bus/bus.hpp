@@ -65,6 +65,13 @@ std::string reason(const PublishResult& r);
 // channel and event names, then the size (its SSE encoding, the id counted at
 // 20 digits; a raw event's own length) against `max_event_size`. ok,
 // bad_name or too_large.
+// A raw event keeps its format's name (PublishFrame::raw): empty for
+// http-stream content, kResponseFormat for an http-response item; any other
+// name of a raw event is dropped, for it would appear nowhere.
+inline void keep_format(bool raw, std::string& event) {
+    if (raw && event != kResponseFormat) event.clear();
+}
+
 PublishResult check_publish(const std::string& channel, const std::string& event,
                             const std::string& data, size_t max_event_size, bool raw = false);
 

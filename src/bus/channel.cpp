@@ -65,7 +65,7 @@ void BusChannel::close() {
 
 PublishResult BusChannel::publish(std::string channel, std::string data, std::string event,
                                   bool raw) {
-    if (raw) event.clear();  // written as it is: a name would appear nowhere
+    keep_format(raw, event);
     PublishResult r = check_publish(channel, event, data, max_event_size_, raw);
     if (r.error == PublishError::too_large) too_large.fetch_add(1);
     if (!r.ok()) return r;

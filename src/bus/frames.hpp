@@ -31,6 +31,11 @@ struct HoldFrame {
     uint64_t upto = 0;
     std::vector<std::string> channels;
     KeepAlive keepalive;  // Grip-Keep-Alive; default: the comment heartbeat
+    // GRIP's long-poll (Grip-Hold: response): the first event on the channels
+    // answers the request, or the handler's own answer does after `timeout`
+    // seconds; false: a stream hold.
+    bool response = false;
+    uint32_t timeout = 0;
 };
 
 struct PublishFrame {
@@ -38,10 +43,16 @@ struct PublishFrame {
     std::string channel;
     std::string event;  // empty: no `event:` line
     std::string data;
-    // Pushpin's http-stream content (the admin API's POST /publish/): `data` is
-    // written to holds as it is, live and in replay, with no id:/event:/data:
-    // lines around it (the publisher formats its own stream). Still numbered
-    // and kept in history like any event; `event` is empty.
+    // A Pushpin item (the admin API's POST /publish/), still numbered and kept
+    // in history like any event; `event` names its format:
+    //   ""               http-stream content: `data` is written to stream
+    //                    holds as it is, live and in replay, with no id:,
+    //                    event: or data: lines around it (the publisher
+    //                    formats its own stream);
+    //   "http-response"  an http-response item: `data` is its JSON
+    //                    (http/response_item.hpp), the answer of long-polls;
+    //                    stream holds are written its http-stream content
+    //                    when the item had one, else nothing.
     bool raw = false;
     // The bytes a hold is written for it (wire_bytes), made once where it is
     // numbered and shared by every lane, the history and every replay; null
@@ -56,5 +67,8 @@ std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f);
 using Frame = std::variant<HoldFrame, PublishFrame>;
 
 inline constexpr uint64_t kUptoUnknown = UINT64_MAX;
+
+// The `event` of a raw frame that carries Pushpin's http-response item.
+inline constexpr const char* kResponseFormat = "http-response";
 
 }  // namespace m0::bus

@@ -8,9 +8,11 @@ void History::append(const PublishFrame& f, double now) {
     if (limits_.per_channel == 0) return;
     auto kept = std::make_shared<Kept>();
     kept->at = now;
-    if (f.wire) {
+    if (f.wire && !(f.raw && f.event == kResponseFormat)) {
         // A replay writes only the wire bytes (shared with the live
-        // fan-out): the event's text is not kept twice.
+        // fan-out): the event's text is not kept twice (a long-poll reads
+        // its data back from them). An http-response item is kept whole:
+        // its wire bytes are only its http-stream content.
         kept->frame.id = f.id;
         kept->frame.channel = f.channel;
         kept->frame.raw = f.raw;

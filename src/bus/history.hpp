@@ -36,7 +36,9 @@ struct HistoryLimits {
 struct Replay {
     // ids in (after, upto]. An event that came with its wire bytes (the
     // in-process bus) is kept and replayed as its id, channel, raw flag and
-    // those bytes only: `event` and `data` are empty.
+    // those bytes only: `event` and `data` are empty (a long-poll reads them
+    // back from the bytes); but an http-response item (kResponseFormat) is
+    // kept whole, for its bytes are only its http-stream content.
     std::vector<PublishFrame> events;
     bool gap = false;     // some event after `after` is no longer kept
     uint64_t oldest = 0;  // the lowest id kept on those channels (0: none)

@@ -240,7 +240,7 @@ bool RedisBus::publish_link_ready_locked(std::string& err) {
 
 PublishResult RedisBus::publish(std::string channel, std::string data, std::string event,
                                 bool raw) {
-    if (raw) event.clear();  // written as it is: a name would appear nowhere
+    keep_format(raw, event);
     PublishResult r = check_publish(channel, event, data, opt_.max_event_size, raw);
     if (r.error == PublishError::too_large) too_large.fetch_add(1);
     if (!r.ok()) return r;
@@ -264,7 +264,7 @@ PublishResult RedisBus::publish(std::string channel, std::string data, std::stri
 
 void RedisBus::publish_later(std::string channel, std::string data, std::string event, bool raw,
                              PublishDone done) {
-    if (raw) event.clear();
+    keep_format(raw, event);
     PublishResult r = check_publish(channel, event, data, opt_.max_event_size, raw);
     if (r.error == PublishError::too_large) too_large.fetch_add(1);
     if (!r.ok()) return done(r);

@@ -215,10 +215,14 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
             }
             if (f.id <= after || f.id > out.upto) continue;
             // Encoded once for every hold this read answers; the bytes are
-            // all a replay writes (see Replay).
+            // all a replay writes (see Replay), and a long-poll reads its
+            // data back from them. An http-response item is kept whole: its
+            // bytes are only its http-stream content.
             f.wire = wire_bytes(f);
-            f.event.clear();
-            f.data.clear();
+            if (!(f.raw && f.event == kResponseFormat)) {
+                f.event.clear();
+                f.data.clear();
+            }
             out.events.push_back(std::move(f));
         }
     }

@@ -189,6 +189,24 @@ TEST_CASE(
     CHECK(live->data == "data: two\n\n");
     // A raw event's size is its own length, against the same limit.
     CHECK(a.publish("c", std::string(300 * 1024, 'x'), {}, true).error == PublishError::too_large);
+    // An http-response item keeps its format's name and its data, in the
+    // stream and live: a long-poll in another process answers with it.
+    auto item = a.publish("c", "{\"code\": 201}", kResponseFormat, true);
+    REQUIRE(item.ok());
+    frames.clear();
+    REQUIRE(loop.run_until([&] {
+        b.drain(frames);
+        return !frames.empty();
+    }));
+    live = std::get_if<PublishFrame>(&frames.back());
+    REQUIRE(live);
+    CHECK(live->raw);
+    CHECK(live->event == kResponseFormat);
+    CHECK(live->data == "{\"code\": 201}");
+    r = replay_of(loop, b, {"c"}, item.id - 1);
+    REQUIRE(ids(r) == std::vector<uint64_t>{item.id});
+    CHECK(r.events[0].event == kResponseFormat);
+    CHECK(r.events[0].data == "{\"code\": 201}");
 }
 
 TEST_CASE(

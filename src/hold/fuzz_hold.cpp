@@ -54,6 +54,7 @@ const char* const kNames[] = {
     "GRIP-CHANNEL",
     "Grip-Keep-Alive",
     "Grip-Status",
+    "Grip-Timeout",
 };
 const char* const kValues[] = {
     "stream",
@@ -77,6 +78,9 @@ const char* const kValues[] = {
     "ka\\n; format=cstring; timeout=5",
     "OiBrYQoK; format=base64",
     "x; timeout=0",
+    "55",
+    "86401",
+    "a; prev-id=7, b; prev-id=3",
 };
 
 size_t count(const Headers& h, std::string_view name) {
@@ -168,7 +172,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
         FUZZ_CHECK(d.keepalive.every == 0 ||
                    (d.keepalive.every >= 1 && d.keepalive.every <= 86400));
     }
-    if (!realtime) {
+    if (d.response) {
+        // A long-poll: only GRIP asks for one, with no keep-alive, and the
+        // handler's answer stays as it is (it is the timeout's answer).
+        FUZZ_CHECK(grip);
+        FUZZ_CHECK(d.keepalive.every == 0 && d.keepalive.bytes.empty());
+        FUZZ_CHECK(d.timeout >= 1 && d.timeout <= 86400);
+    }
+    if (!realtime || d.response) {
         FUZZ_CHECK(resp.status == before.status);
         FUZZ_CHECK(resp.headers.items == others(before.headers));
         return 0;

@@ -63,6 +63,43 @@ std::vector<std::string> grip_channels(std::string_view list) {
     return out;
 }
 
+uint64_t grip_prev_id(std::string_view list) {
+    uint64_t lowest = 0;
+    while (!list.empty()) {
+        size_t comma = list.find(',');
+        std::string_view item = list.substr(0, comma);
+        list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+        size_t semi = item.find(';');
+        while (semi != std::string_view::npos) {
+            item.remove_prefix(semi + 1);
+            semi = item.find(';');
+            std::string_view param = trim(item.substr(0, semi));
+            size_t eq = param.find('=');
+            if (eq == std::string_view::npos ||
+                !http::iequals(trim(param.substr(0, eq)), "prev-id"))
+                continue;
+            std::string_view v = trim(param.substr(eq + 1));
+            if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+            uint64_t n = 0;
+            auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            if (ec == std::errc() && p == v.data() + v.size() && n != 0 &&
+                (lowest == 0 || n < lowest))
+                lowest = n;
+        }
+    }
+    return lowest;
+}
+
+bool grip_timeout(std::string_view value, uint32_t& seconds) {
+    value = trim(value);
+    uint32_t n = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc() || p != value.data() + value.size() || n > 86400)
+        return false;
+    seconds = std::max<uint32_t>(n, 1);
+    return true;
+}
+
 bool grip_keep_alive(std::string_view value, bus::KeepAlive& out, std::string& err) {
     size_t semi = value.find(';');
     std::string_view data = trim(value.substr(0, semi));

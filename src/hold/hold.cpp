@@ -48,13 +48,11 @@ static std::vector<std::string> split_channels(std::string_view list) {
 // Reads a Grip-Hold answer (grip.hpp) into `d`: its channels and keep-alive.
 // False (d is bad) on anything refused.
 static bool read_grip_hold(const std::string& mode, const std::optional<std::string>& channels,
-                           const std::optional<std::string>& keep_alive, HoldDecision& d) {
+                           const std::optional<std::string>& keep_alive,
+                           const std::optional<std::string>& timeout, HoldDecision& d) {
     d.kind = HoldKind::bad;
-    if (http::iequals(mode, "response")) {
-        d.error = "Grip-Hold: response (a long-poll) is not served here; use Grip-Hold: stream";
-        return false;
-    }
-    if (!http::iequals(mode, "stream")) {
+    d.response = http::iequals(mode, "response");
+    if (!d.response && !http::iequals(mode, "stream")) {
         d.error = "unknown Grip-Hold value '" + mode + "'";
         return false;
     }
@@ -62,7 +60,17 @@ static bool read_grip_hold(const std::string& mode, const std::optional<std::str
         d.error = "Grip-Hold without Grip-Channel";
         return false;
     }
-    if (keep_alive && !grip_keep_alive(*keep_alive, d.keepalive, d.error)) return false;
+    if (d.response) {
+        // A long-poll answers once: no keep-alive is written to it.
+        d.timeout = kGripTimeout;
+        if (timeout && !grip_timeout(*timeout, d.timeout)) {
+            d.error = "Grip-Timeout must be whole seconds from 0 to 86400";
+            return false;
+        }
+        d.prev_id = grip_prev_id(*channels);
+    } else if (keep_alive && !grip_keep_alive(*keep_alive, d.keepalive, d.error)) {
+        return false;
+    }
     d.channels = grip_channels(*channels);
     d.kind = HoldKind::none;
     return true;
@@ -83,6 +91,7 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
     // A hold consumes every M0-Hold, M0-Channel and Grip-* header, whichever asked.
     auto channel_header = resp.headers.get_joined(grip ? "Grip-Channel" : "M0-Channel");
     auto keep_alive = resp.headers.get_joined("Grip-Keep-Alive");
+    auto timeout = resp.headers.get_joined("Grip-Timeout");
     resp.headers.remove("M0-Hold");
     resp.headers.remove("M0-Channel");
     remove_grip_headers(resp.headers);
@@ -93,7 +102,7 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
         return d;
     }
     if (grip) {
-        if (!read_grip_hold(mode, channel_header, keep_alive, d)) return d;
+        if (!read_grip_hold(mode, channel_header, keep_alive, timeout, d)) return d;
     } else {
         if (http::iequals(mode, "websocket")) {
             // Nothing here performs a 101: a websocket hold is served as a stream hold.
@@ -119,7 +128,7 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
         }
     }
     d.kind = HoldKind::stream;
-    if (!realtime) return d;
+    if (!realtime || d.response) return d;
     // The head of the stream: close-delimited, so no Content-Length and no
     // Transfer-Encoding; nothing may frame the events but SSE itself.
     resp.status = 200;
@@ -138,7 +147,7 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
 }
 
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     bus::KeepAlive keepalive) {
+                     bus::KeepAlive keepalive, bool response, uint32_t timeout) {
     if (!bus) return false;
     bus::HoldFrame f;
     f.stream_url = bus::reserved_stream_url(slot);
@@ -146,6 +155,8 @@ bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::
     f.position = start.position;
     f.channels = std::move(channels);
     f.keepalive = std::move(keepalive);
+    f.response = response;
+    f.timeout = timeout;
     return bus->send(std::move(f));
 }
 
@@ -189,8 +200,11 @@ void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response hea
             return;
         }
     }
+    // A long-poll's cursor: the request's, else Grip-Channel's prev-id.
+    if (d.response && start.cursor == 0) start.cursor = d.prev_id;
     // The frame goes first: the loop subscribes the slot before it writes the head.
-    if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(d.keepalive))) {
+    if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(d.keepalive),
+                         d.response, d.timeout)) {
         if (h.metrics) h.metrics->holds_open.fetch_sub(1);
         M0_LOG(warn, "hold refused for slot ", to_string(slot),
                ": the bus channel is full or closed");

@@ -67,6 +67,12 @@ struct HoldDecision {
     std::string error;         // kind == bad: why (for the log and the 502 body)
     bool websocket = false;    // M0-Hold: websocket, degraded to a stream hold
     bus::KeepAlive keepalive;  // Grip-Keep-Alive (grip.hpp); default: the comment heartbeat
+    // Grip-Hold: response, a long-poll: the answer is the handler's own,
+    // unchanged but for its Grip-* headers, sent at `timeout` seconds unless
+    // an event comes first; `prev_id` is Grip-Channel's (grip_prev_id).
+    bool response = false;
+    uint32_t timeout = 0;
+    uint64_t prev_id = 0;
 };
 
 // Last-Event-ID as a cursor: ids <= cursor are muted, and the hold is
@@ -88,16 +94,17 @@ bool asks_hold(const http::Headers& headers);
 // Consumes M0-Hold/M0-Channel, or GRIP's Grip-Hold/Grip-Channel/
 // Grip-Keep-Alive (grip.hpp; every Grip-* header then removed). HoldKind::none:
 // neither M0-Hold nor Grip-Hold, `resp` unchanged. HoldKind::bad: both, an
-// unknown or unserved hold value (Grip-Hold: response), a missing or refused
-// channel name, a bad Grip-Keep-Alive (error says which). HoldKind::stream:
+// unknown hold value, a missing or refused channel name, a bad
+// Grip-Keep-Alive or Grip-Timeout (error says which). HoldKind::stream:
 // with `realtime`, `resp` is rewritten into the stream's head (its body kept
-// as the first bytes of the stream); without it, only those headers are removed.
+// as the first bytes of the stream), but for a long-poll (decision.response),
+// whose answer stays the handler's; without it, only those headers are removed.
 HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, bool realtime);
 
 // Queues the reserved h frame for `slot` on `bus`. False when the channel is
 // missing, full or closed.
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     bus::KeepAlive keepalive = {});
+                     bus::KeepAlive keepalive = {}, bool response = false, uint32_t timeout = 0);
 
 // Finishes a job whose handler answered a hold (take_stream_hold already ran):
 // checks --max-hold-channels (a 502: the handler's answer is at fault) and

@@ -88,7 +88,13 @@ TEST_CASE("grip: a Grip hold that cannot be served is bad, with the reason", "[h
         std::vector<std::pair<std::string, std::string>> headers;
         std::string reason;
     } cases[] = {
-        {{{"Grip-Hold", "response"}, {"Grip-Channel", "a"}}, "long-poll"},
+        {{{"Grip-Hold", "response"}, {"Grip-Channel", "a"}, {"Grip-Timeout", "soon"}},
+         "Grip-Timeout"},
+        {{{"Grip-Hold", "response"}, {"Grip-Channel", "a"}, {"Grip-Timeout", "86401"}},
+         "Grip-Timeout"},
+        {{{"Grip-Hold", "response"}, {"Grip-Channel", "a"}, {"Grip-Timeout", "-1"}},
+         "Grip-Timeout"},
+        {{{"Grip-Hold", "response"}}, "Grip-Hold without Grip-Channel"},
         {{{"Grip-Hold", "sideways"}, {"Grip-Channel", "a"}}, "unknown Grip-Hold value"},
         {{{"Grip-Hold", "stream"}}, "Grip-Hold without Grip-Channel"},
         {{{"Grip-Hold", "stream"}, {"Grip-Channel", "a,,b"}}, "Grip-Channel refused"},
@@ -135,4 +141,34 @@ TEST_CASE("grip: grip_channels splits at commas, drops parameters, trims", "[hol
     CHECK(hold::grip_channels("a") == std::vector<std::string>{"a"});
     CHECK(hold::grip_channels(" a ;prev-id=1 ,\tb; x=\"y\"") == std::vector<std::string>{"a", "b"});
     CHECK(hold::grip_channels("a,") == std::vector<std::string>{"a", ""});
+}
+
+TEST_CASE("grip: Grip-Hold: response is a long-poll; the handler's answer is kept as it is",
+          "[hold][grip][poll]") {
+    auto r = grip_answer({{"Grip-Hold", "response"},
+                          {"Grip-Channel", "a; prev-id=17, b; prev-id=9; x=y, c; prev-id=p4"},
+                          {"Grip-Timeout", "30"},
+                          {"Grip-Keep-Alive", "ignored"}});
+    r.status = 204;
+    auto d = hold::take_stream_hold(r, "w", true);
+    CHECK(d.kind == HoldKind::stream);
+    CHECK(d.response);
+    CHECK(d.timeout == 30);
+    CHECK(d.prev_id == 9);  // the lowest numeric one; p4 is not a cursor
+    CHECK(d.channels == std::vector<std::string>{"a", "b", "c"});
+    CHECK(d.keepalive.bytes.empty());  // nothing is written to a long-poll
+    CHECK(r.status == 204);            // the timeout's answer, not a stream head
+    CHECK(r.headers.get("Content-Length") == "8");
+    CHECK(r.headers.get("Content-Type") == std::optional<std::string_view>("text/plain"));
+    CHECK_FALSE(has_grip_header(r));
+    SECTION("Grip-Timeout: Pushpin's default, and a floor of one second") {
+        auto r2 = grip_answer({{"Grip-Hold", "response"}, {"Grip-Channel", "a"}});
+        CHECK(hold::take_stream_hold(r2, "w", true).timeout == hold::kGripTimeout);
+        auto r3 =
+            grip_answer({{"Grip-Hold", "response"}, {"Grip-Channel", "a"}, {"Grip-Timeout", "0"}});
+        CHECK(hold::take_stream_hold(r3, "w", true).timeout == 1);
+    }
+    CHECK(hold::grip_prev_id("a, b") == 0);
+    CHECK(hold::grip_prev_id("a; prev-id=\"12\"") == 12);
+    CHECK(hold::grip_prev_id("a; prev-id=0") == 0);
 }

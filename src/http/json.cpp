@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "grant/base64.hpp"
+#include "http/chars.hpp"
+#include "http/parser.hpp"
 
 namespace m0::http {
 
@@ -78,7 +80,94 @@ bool flat_object(std::string_view body, json& j, std::string& err) {
     return true;
 }
 
-bool decode_item(const json& item, PushpinItem& out, bool& has_stream, std::string& err) {
+// A string, or base64 bytes under `key`-bin: `text` names the first, and
+// exactly one of the two may be given (neither: `out` untouched).
+bool text_or_bin(const json& o, const char* text, std::string& out, std::string& err) {
+    const std::string bin_key = std::string(text) + "-bin";
+    auto t = o.find(text);
+    auto b = o.find(bin_key);
+    if (t != o.end() && b != o.end()) {
+        err = std::string("give one of '") + text + "' and '" + bin_key + "'";
+        return false;
+    }
+    if (t != o.end()) {
+        if (!t->is_string()) {
+            err = std::string("'") + text + "' must be a string";
+            return false;
+        }
+        out = t->get_ref<const std::string&>();
+    } else if (b != o.end()) {
+        auto bytes = b->is_string() ? grant::base64_decode(b->get_ref<const std::string&>(),
+                                                           grant::Alphabet::standard)
+                                    : std::nullopt;
+        if (!bytes) {
+            err = "'" + bin_key + "' must be a base64 string";
+            return false;
+        }
+        out = std::move(*bytes);
+    }
+    return true;
+}
+
+bool add_header(const json& name, const json& value, ResponseItem& out, std::string& err) {
+    if (!name.is_string() || !value.is_string()) {
+        err = "http-response headers must be strings";
+        return false;
+    }
+    const auto& n = name.get_ref<const std::string&>();
+    const auto& v = value.get_ref<const std::string&>();
+    if (!is_token(n)) {
+        err = "http-response header name '" + n + "' is not a token";
+        return false;
+    }
+    if (v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
+        err = "http-response header '" + n + "' has CR, LF or NUL in its value";
+        return false;
+    }
+    out.headers.emplace_back(n, v);
+    return true;
+}
+
+bool decode_response(const json& r, ResponseItem& out, std::string& err) {
+    if (!r.is_object()) {
+        err = "'http-response' must be an object";
+        return false;
+    }
+    if (r.contains("body-patch")) {
+        err = "http-response 'body-patch' is not supported (send 'body')";
+        return false;
+    }
+    if (auto c = r.find("code"); c != r.end()) {
+        if (!c->is_number_integer() || c->get<int64_t>() < 200 || c->get<int64_t>() > 599) {
+            err = "http-response 'code' must be a whole number from 200 to 599";
+            return false;
+        }
+        out.code = static_cast<int>(c->get<int64_t>());
+    }
+    std::string reason;  // checked for type only: the status's own phrase is sent
+    if (!optional_string(r, "reason", reason, err)) return false;
+    if (auto h = r.find("headers"); h != r.end()) {
+        if (h->is_object()) {
+            for (auto it = h->begin(); it != h->end(); ++it)
+                if (!add_header(json(it.key()), it.value(), out, err)) return false;
+        } else if (h->is_array()) {
+            for (const auto& pair : *h) {
+                if (!pair.is_array() || pair.size() != 2) {
+                    err = "http-response headers: each a [name, value] pair";
+                    return false;
+                }
+                if (!add_header(pair[0], pair[1], out, err)) return false;
+            }
+        } else {
+            err = "http-response 'headers' must be an object or a list of pairs";
+            return false;
+        }
+    }
+    return text_or_bin(r, "body", out.body, err);
+}
+
+// `served`: the item has a format served here (http-stream or http-response).
+bool decode_item(const json& item, PushpinItem& out, bool& served, std::string& err) {
     if (!item.is_object()) {
         err = "each item must be a JSON object";
         return false;
@@ -98,9 +187,15 @@ bool decode_item(const json& item, PushpinItem& out, bool& has_stream, std::stri
         err = "each item needs an object 'formats'";
         return false;
     }
+    auto response = formats->find("http-response");
+    if (response != formats->end()) {
+        out.response.emplace();
+        if (!decode_response(*response, *out.response, err)) return false;
+    }
     auto stream = formats->find("http-stream");
-    has_stream = stream != formats->end();
-    if (!has_stream) return true;
+    out.has_stream = stream != formats->end();
+    served = out.has_stream || out.response.has_value();
+    if (!out.has_stream) return true;
     if (!stream->is_object()) {
         err = "'http-stream' must be an object";
         return false;
@@ -108,6 +203,10 @@ bool decode_item(const json& item, PushpinItem& out, bool& has_stream, std::stri
     std::string action = "send";
     if (!optional_string(*stream, "action", action, err)) return false;
     if (action == "close") {
+        if (out.response) {
+            err = "an item cannot both close (http-stream) and respond (http-response)";
+            return false;
+        }
         out.action = PushpinItem::Action::close;
         return true;
     }
@@ -171,12 +270,13 @@ bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size
     std::vector<PushpinItem> out;
     for (const auto& item : *list) {
         PushpinItem p;
-        bool has_stream = false;
-        if (!decode_item(item, p, has_stream, err)) {
+        bool served = false;
+        if (!decode_item(item, p, served, err)) {
             err = "item " + std::to_string(out.size() + skipped) + ": " + err;
             return false;
         }
-        if (has_stream)
+        if (p.response && p.has_stream) p.response->stream = p.content;
+        if (served)
             out.push_back(std::move(p));
         else
             ++skipped;
@@ -211,6 +311,31 @@ std::string encode_answer(const nlohmann::ordered_json& value) {
     write_spaced(value, out);
     out += '\n';
     return out;
+}
+
+std::string encode_response_item(const ResponseItem& item) {
+    nlohmann::json j = nlohmann::json::object();
+    j["code"] = item.code;
+    nlohmann::json headers = nlohmann::json::array();
+    for (const auto& [k, v] : item.headers) headers.push_back({k, v});
+    j["headers"] = std::move(headers);
+    j["body-bin"] = grant::base64_encode(item.body);
+    if (item.stream) j["stream-bin"] = grant::base64_encode(*item.stream);
+    return j.dump();
+}
+
+bool decode_response_item(std::string_view data, ResponseItem& out) {
+    nlohmann::json j;
+    std::string err;
+    if (!parse(data, j, err) || !j.is_object()) return false;
+    out = ResponseItem{};
+    if (!decode_response(j, out, err)) return false;
+    if (j.contains("stream-bin")) {
+        std::string stream;
+        if (!text_or_bin(j, "stream", stream, err)) return false;
+        out.stream = std::move(stream);
+    }
+    return true;
 }
 
 }  // namespace m0::http

@@ -12,8 +12,10 @@
 // is UTF-8. Only content-bin, base64 by definition, decodes to any bytes.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace m0::http {
@@ -25,13 +27,33 @@ struct AdminEvent {
     std::string event;  // empty: no `event:` line
 };
 
-// One Pushpin item that has an http-stream format.
+// Pushpin's http-response format: the answer of the channel's long-polls
+// (GRIP's Grip-Hold: response). The item's `reason` is not kept: the answer's
+// reason phrase is the status's own.
+struct ResponseItem {
+    int code = 200;
+    std::vector<std::pair<std::string, std::string>> headers;  // over the held answer's
+    std::string body;
+    // The item's http-stream content, when it had one: what stream holds are
+    // written for the same event.
+    std::optional<std::string> stream;
+};
+
+// One Pushpin item that has an http-stream or an http-response format.
 struct PushpinItem {
     enum class Action { send, close };
     std::string channel;
     Action action = Action::send;
-    std::string content;  // send: written to the channel's holds as it is
+    std::string content;  // send: written to the channel's stream holds as it is
+    bool has_stream = false;
+    std::optional<ResponseItem> response;  // its http-response format
 };
+
+// A response item as the bus carries it (a raw event's data, its format
+// bus::kResponseFormat): a JSON object, its bytes in base64. decode is false
+// on anything encode does not write.
+std::string encode_response_item(const ResponseItem& item);
+bool decode_response_item(std::string_view data, ResponseItem& out);
 
 // A flat object: every value a string or null (null: the key is absent);
 // other keys are ignored. False with `err` (one line, for a 400) on anything
@@ -44,10 +66,13 @@ bool decode_close(std::string_view body, std::string& channel, std::string& err)
 // string `id` and `prev-id` (the publisher's own ids: checked for type,
 // otherwise ignored), and `formats`, an object. Its `http-stream` is either
 // {"content": STRING} or {"content-bin": BASE64} (action "send", the
-// default), or {"action": "close"}. Items without `http-stream` (only
-// `http-response` or `ws-message`: nothing here serves them) are not
-// returned, only counted in `skipped`. False with `err` on anything else
-// (the "hint" action included): the whole request is refused, nothing decoded.
+// default), or {"action": "close"}. Its `http-response` is {"code": 200..599
+// (default 200), "reason": STRING (not kept), "headers": {NAME: VALUE} or
+// [[NAME, VALUE], ...], "body": STRING or "body-bin": BASE64}; "body-patch"
+// is refused, as is an item that both closes and responds. Items with
+// neither (only `ws-message`: nothing here serves it) are not returned, only
+// counted in `skipped`. False with `err` on anything else (the "hint" action
+// included): the whole request is refused, nothing decoded.
 bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size_t& skipped,
                     std::string& err);
 

@@ -23,6 +23,29 @@ std::string encode_event(uint64_t id, std::string_view event, std::string_view d
     return out;
 }
 
+bool decode_event(std::string_view wire, std::string& event, std::string& data) {
+    event.clear();
+    data.clear();
+    bool any_data = false;
+    while (!wire.empty()) {
+        size_t nl = wire.find('\n');
+        if (nl == std::string_view::npos) return false;  // every line ends in LF
+        std::string_view line = wire.substr(0, nl);
+        wire.remove_prefix(nl + 1);
+        if (line.empty()) return any_data && wire.empty();  // the blank line ends it
+        if (line.starts_with("data: ")) {
+            if (any_data) data.push_back('\n');
+            data.append(line.substr(6));
+            any_data = true;
+        } else if (line.starts_with("event: ")) {
+            event.assign(line.substr(7));
+        } else if (!line.starts_with("id: ")) {
+            return false;
+        }
+    }
+    return false;
+}
+
 size_t encoded_size(uint64_t id, std::string_view event, std::string_view data) {
     size_t n = 4 + std::to_string(id).size() + 1;   // "id: N\n"
     if (!event.empty()) n += 7 + event.size() + 1;  // "event: NAME\n"

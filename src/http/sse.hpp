@@ -12,6 +12,10 @@ namespace m0::sse {
 // dispatches the event. `event` holds no CR, LF or NUL (every publish checks
 // it, bus::check_event): a line end in it would begin a field of its own.
 std::string encode_event(uint64_t id, std::string_view event, std::string_view data);
+// What an EventSource client reads from `wire`, one event as encode_event
+// wrote it: its name, and its data: lines joined with LF (so `data` with its
+// line ends made LF). False when `wire` is not such an event.
+bool decode_event(std::string_view wire, std::string& event, std::string& data);
 // encode_event(id, event, data).size(), counted without building the string.
 size_t encoded_size(uint64_t id, std::string_view event, std::string_view data);
 // A comment line: ignored by EventSource, keeps proxies and the client's

@@ -13,8 +13,11 @@ using m0::http::AdminEvent;
 using m0::http::decode_close;
 using m0::http::decode_publish;
 using m0::http::decode_pushpin;
+using m0::http::decode_response_item;
 using m0::http::encode_answer;
+using m0::http::encode_response_item;
 using m0::http::PushpinItem;
+using m0::http::ResponseItem;
 
 namespace {
 
@@ -199,6 +202,12 @@ TEST_CASE("json: Pushpin items give their channel and http-stream content", "[ht
     CHECK(items[0].channel == "a");
     CHECK(items[0].action == PushpinItem::Action::send);
     CHECK(items[0].content == "event: m\ndata: 1\n\n");
+    // Both formats: one item, its response carrying the stream's content too.
+    REQUIRE(items[0].response);
+    CHECK(items[0].response->body == "1");
+    CHECK(items[0].response->code == 200);
+    CHECK(items[0].response->stream == "event: m\ndata: 1\n\n");
+    CHECK_FALSE(items[1].response);
     CHECK(items[1].content == std::string("\x00\x01\x02\xff", 4));
     CHECK(items[2].channel == "c");
     CHECK(items[2].action == PushpinItem::Action::close);
@@ -241,4 +250,58 @@ TEST_CASE("json: an answer has a space after each comma and colon, keys in the o
     CHECK(encode_answer({{"ids", std::vector<uint64_t>{}}}) == "{\"ids\": []}\n");
     // Escaped as JSON wants; a byte that is not UTF-8 becomes U+FFFD.
     CHECK(encode_answer({{"a\"b", "x\xff"}}) == "{\"a\\\"b\": \"x\xEF\xBF\xBD\"}\n");
+}
+
+TEST_CASE("json: Pushpin's http-response format, and the item as the bus carries it",
+          "[http][json][poll]") {
+    size_t skipped = 0;
+    auto items = items_of(
+        R"({"items":[{"channel":"a","formats":{"http-response":{"code":201,"reason":"Made",)"
+        R"("headers":{"Content-Type":"text/plain","X-A":"1"},"body":"made"}}},)"
+        R"({"channel":"b","formats":{"http-response":{"headers":[["X-B","2"],["X-B","3"]],)"
+        R"("body-bin":"AAEC/w=="}}}]})",
+        &skipped);
+    REQUIRE(items.size() == 2);
+    CHECK(skipped == 0);
+    REQUIRE(items[0].response);
+    CHECK_FALSE(items[0].has_stream);
+    CHECK(items[0].response->code == 201);
+    CHECK(items[0].response->headers.size() == 2);
+    CHECK(items[0].response->body == "made");
+    CHECK_FALSE(items[0].response->stream);
+    REQUIRE(items[1].response);
+    CHECK(items[1].response->code == 200);
+    CHECK(items[1].response->headers ==
+          std::vector<std::pair<std::string, std::string>>{{"X-B", "2"}, {"X-B", "3"}});
+    CHECK(items[1].response->body == std::string("\0\1\2\xff", 4));
+    // Through the bus and back: every byte and header, the stream content too.
+    ResponseItem r = *items[1].response;
+    r.stream = std::string("\xff\0", 2);
+    ResponseItem back;
+    REQUIRE(decode_response_item(encode_response_item(r), back));
+    CHECK(back.code == r.code);
+    CHECK(back.headers == r.headers);
+    CHECK(back.body == r.body);
+    CHECK(back.stream == r.stream);
+    CHECK_FALSE(decode_response_item("not json", back));
+    CHECK_FALSE(decode_response_item(R"({"code":99})", back));
+
+    auto bad_response = [](const std::string& response) {
+        return pushpin_bad(R"({"items":[{"channel":"a","formats":{"http-response":)" + response +
+                           "}}]}");
+    };
+    CHECK(bad_response(R"({"code":99})").find("'code'") != std::string::npos);
+    CHECK(bad_response(R"({"code":600})").find("'code'") != std::string::npos);
+    CHECK(bad_response(R"({"code":"200"})").find("'code'") != std::string::npos);
+    CHECK(bad_response(R"({"headers":{"Bad Name":"x"}})").find("token") != std::string::npos);
+    CHECK(bad_response(R"({"headers":{"X":"a\r\nInjected: 1"}})").find("CR") != std::string::npos);
+    CHECK(bad_response(R"({"headers":[["X"]]})").find("pair") != std::string::npos);
+    CHECK(bad_response(R"({"headers":"X: 1"})").find("'headers'") != std::string::npos);
+    CHECK(bad_response(R"({"body":"a","body-bin":"YQ=="})").find("one of") != std::string::npos);
+    CHECK(bad_response(R"({"body-bin":"!!"})").find("base64") != std::string::npos);
+    CHECK(bad_response(R"({"body-patch":[]})").find("body-patch") != std::string::npos);
+    CHECK(bad_response(R"("x")").find("object") != std::string::npos);
+    CHECK(pushpin_bad(R"({"items":[{"channel":"a","formats":{"http-stream":{"action":"close"},)"
+                      R"("http-response":{"body":"x"}}}]})")
+              .find("close") != std::string::npos);
 }

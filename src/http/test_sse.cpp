@@ -1,6 +1,8 @@
 // The SSE encoder (WHATWG HTML §9.2).
 #include <catch2/catch.hpp>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "http/sse.hpp"
 
@@ -70,4 +72,25 @@ TEST_CASE("sse: encoded_size is the size of encode_event, without encoding", "[h
             }
     // Each line end costs a "data: " field: 1000 LFs are 7 bytes each on the wire.
     CHECK(sse::encoded_size(1, "", std::string(1000, '\n')) == 6 + 1001 * 7 + 1);
+}
+
+TEST_CASE("sse: decode_event reads back what encode_event wrote, as a client reads it",
+          "[http][sse]") {
+    std::string event, data;
+    for (auto [name, in, out] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"", "plain", "plain"},
+             {"tick", "a\r\nb\rc\nd", "a\nb\nc\nd"},
+             {"", "", ""},
+             {"e", "\n\n", "\n\n"},
+             {"", "trailing\r\n", "trailing\n"},
+         }) {
+        INFO(in);
+        REQUIRE(sse::decode_event(sse::encode_event(77, name, in), event, data));
+        CHECK(event == name);
+        CHECK(data == out);
+    }
+    CHECK_FALSE(sse::decode_event("id: 1\n\n", event, data));               // no data line
+    CHECK_FALSE(sse::decode_event("id: 1\ndata: x\n", event, data));        // not ended
+    CHECK_FALSE(sse::decode_event("retry: 5\ndata: x\n\n", event, data));   // another field
+    CHECK_FALSE(sse::decode_event("data: x\n\ndata: y\n\n", event, data));  // two events
 }

@@ -95,8 +95,8 @@ http::Response BuiltinMount::serve(const http::Request& req) {
     const std::string& p = req.path_info;
     if (p == "/hello") return text(200, "hello from mojo\n");
     if (p == "/echo") return echo(req);
-    if (p == "/hold") {
-        // Unauthenticated on purpose: this route exists to exercise the hold
+    if (p == "/hold" || p == "/poll") {
+        // Unauthenticated on purpose: these routes exist to exercise the hold
         // mechanism. A real mount decides here whether the connection may be
         // held and which channel it joins (see /live, which checks a grant).
         auto channel = req.query_param("channel");
@@ -108,7 +108,15 @@ http::Response BuiltinMount::serve(const http::Request& req) {
             if (comma == std::string_view::npos) break;
             rest.remove_prefix(comma + 1);
         }
-        return hold_response(*channel);
+        if (p == "/hold") return hold_response(*channel);
+        // GRIP's long-poll: the first event on the channel is the answer, or
+        // this one (204) after `timeout` seconds (default Grip-Timeout's).
+        http::Response r = text(204, "");
+        r.headers.add("Grip-Hold", "response");
+        auto prev_id = req.query_param("prev_id");  // the cursor, as a GRIP app passes it
+        r.headers.add("Grip-Channel", *channel + (prev_id ? "; prev-id=" + *prev_id : ""));
+        if (auto t = req.query_param("timeout")) r.headers.add("Grip-Timeout", *t);
+        return r;
     }
     if (p == "/stream") {
         // A streamed body that is not a hold: the pool refuses it 409. It exists

@@ -2,6 +2,10 @@
 //   GET  /hello                  plain text
 //   ANY  /echo                   the request back as JSON
 //   GET  /hold?channel=A[,B]     a hold, unauthenticated (see builtin.cpp)
+//   GET  /poll?channel=A[&timeout=S][&prev_id=ID]
+//                                a long-poll (GRIP's Grip-Hold: response),
+//                                unauthenticated: the first event's data as a
+//                                200 text/plain, or a 204 after S seconds
 //   GET  /stream                 a streamed body that is not a hold: refused 409
 //   GET  /live?grant=TOKEN       a hold on the channels a verified grant names
 #pragma once

@@ -161,7 +161,10 @@ Response AdminApi::publish_items(const Request& req, Deferred& later) {
     // Every item is checked before any is published: a request is taken or
     // refused whole (but for a bus that refuses on the way: 503).
     for (size_t i = 0; i < items->size(); ++i) {
-        const auto& it = (*items)[i];
+        auto& it = (*items)[i];
+        // An http-response item travels as its JSON (a raw event of that
+        // format), its http-stream content inside it; its size is that.
+        if (it.response) it.content = http::encode_response_item(*it.response);
         auto e = bus::check_channel(it.channel);
         if (e != bus::NameError::ok)
             return error_response(400, "item " + std::to_string(i) + ": " + bus::reason(e));
@@ -207,8 +210,10 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
         }
         // Pushpin's http-stream content goes out as it is: the publisher
         // formats its own SSE. m0serve still numbers it and keeps it in history.
+        // An http-response item is a raw event of its format (bus::kResponseFormat).
         bus_->publish_later(
-            std::move(it.channel), std::move(it.content), {}, true,
+            std::move(it.channel), std::move(it.content),
+            it.response ? std::string(bus::kResponseFormat) : std::string(), true,
             [this, run, i](bus::PublishResult res) {
                 run->waiting = false;
                 if (!res.ok()) {

@@ -5,7 +5,9 @@
 //   POST /close     {"channel": C}: every hold on C gets a retry hint and ends
 //   POST /publish/  Pushpin's {"items": [...]} (http/json.hpp): each item's
 //                   http-stream content is published raw (written verbatim),
-//                   its "close" action closes the channel's holds
+//                   its http-response the answer of the channel's long-polls
+//                   (one event, both formats), its "close" action closes the
+//                   channel's holds
 //
 // POST needs `Authorization: Bearer KEY` (--admin-key-file), compared in
 // constant time, or `Authorization: Bearer JWT`, a GRIP publisher's token

@@ -21,6 +21,16 @@ struct AccessEntry {
     double hold_started = 0;  // monotonic: a hold's head was written
 };
 
+// Between looks for a departed client's reset (Server::probe_departure).
+inline constexpr double kProbeSeconds = 0.05;
+
+// A long-poll (GRIP's Grip-Hold: response) while it waits: the handler's own
+// answer, sent at `deadline` unless an event answers first (poll.cpp).
+struct PollState {
+    uint32_t timeout = 0;  // Grip-Timeout, from the h frame
+    http::Response held;   // the handler's answer, once its completion came
+};
+
 // Every hold keeps one, so its fields are packed (the small ones together).
 struct Server::Conn {
     Server* server = nullptr;
@@ -54,6 +64,7 @@ struct Server::Conn {
     std::unique_ptr<std::string> origin;
     const Listener* via = nullptr;        // the listener it came through (null: adopted)
     std::unique_ptr<AccessEntry> access;  // --access-log only
+    std::unique_ptr<PollState> poll;      // a long-poll only, from its h frame to its answer
     // Holding: what the hold table wrote this loop turn, not yet in the
     // output; Server::flush_staged sends it in one sendmsg at the turn's end
     // (hold_output.cpp). References to the shared event bytes, not copies.

@@ -393,4 +393,69 @@ void Server::on_io(evutil_socket_t fd, short what, void* arg) {
     }
 }
 
+// ---- a hold's head, and its end ----------------------------------------------
+
+void Server::finish_hold_head(Conn& c, http::Response& r) {
+    if (c.poll && holds_.answers_once(c.slot)) {
+        finish_poll(c, r);
+        return;
+    }
+    c.keep_alive = false;
+    if (!holds_.has(c.slot)) {
+        M0_LOG(error, "hold completion for slot ", to_string(c.slot),
+               " found no subscription (its h frame did not come first): closing");
+        send_whole(c, r);
+        close_after_write(c);
+        return;
+    }
+    if (c.peer_eof) {  // the client left while the hold was decided
+        close_conn(c);
+        return;
+    }
+    if (const char* why = invalid_answer(r)) {
+        holds_.release(c.slot);  // no stream: the subscription its h frame made goes
+        refuse_answer(c, why);
+        return;
+    }
+    // Holds only: an ordinary answer's CORS fields are the application's.
+    cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
+                    r.headers);
+    std::string head = head_text(c, r, "");
+    evbuffer* out = bufferevent_get_output(c.bev);
+    evbuffer_add(out, head.data(), head.size());
+    if (c.access) {
+        access_answer(c, r.status, head.size());
+        c.access->rec.hold = !c.head_request;
+    }
+    if (c.head_request) {
+        // RFC 9110 §9.3.2: HEAD is answered with the head alone, so there is no
+        // stream to hold: the subscription the h frame made is released.
+        holds_.release(c.slot);
+        close_after_write(c);
+        return;
+    }
+    evbuffer_add(out, r.body.data(), r.body.size());
+    if (c.access) access_bytes(c, r.body.size());
+    c.phase = Phase::holding;
+    c.parser.reset();
+    // on_write reports when the backlog is back under the limit.
+    bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
+    metrics_.holds_total.fetch_add(1);
+    SlotRef slot = c.slot;
+    if (!holds_.start(slot, monotonic_seconds())) return;  // a slow reader, closed
+    if (shutting_down_) drop_hold(slot);
+}
+
+void Server::drop_hold(SlotRef slot) {
+    // A reconnect hint, spread so the clients do not all come back in the same second.
+    std::uniform_int_distribution<uint64_t> spread(1000, 6000);
+    holds_.drop(slot, spread(rng_));
+}
+
+size_t Server::close_channel(const std::string& channel) {
+    std::vector<SlotRef> targets = holds_.holding(channel);
+    for (SlotRef s : targets) drop_hold(s);
+    return targets.size();
+}
+
 }  // namespace m0::server

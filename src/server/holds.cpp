@@ -3,24 +3,16 @@
 #include <algorithm>
 #include <iterator>
 
-#include "http/sse.hpp"
 #include "loop/log.hpp"
 
 namespace m0::server {
 
 namespace {
 constexpr uint64_t kSlowReaderRetryMs = 1000;  // the retry hint a slow reader is sent
-
-// The bytes a hold is written for `f`: shared when the bus made them (every
-// lane, replay and hold the same), made here for a frame from a shared bus.
-SharedBytes encode(const bus::PublishFrame& f) { return f.wire ? f.wire : bus::wire_bytes(f); }
 }  // namespace
 
 HoldTable::HoldTable(HoldSink& sink, HoldConfig cfg, Metrics& metrics)
-    : sink_(sink),
-      cfg_(cfg),
-      metrics_(metrics),
-      heartbeat_bytes_(std::make_shared<const std::string>(sse::kHeartbeat)) {}
+    : sink_(sink), cfg_(cfg), metrics_(metrics) {}
 
 void HoldTable::PendingQueue::pop_front() {
     v_[head_] = Pending{};  // its share of the bytes goes now
@@ -49,17 +41,20 @@ const HoldTable::Hold* HoldTable::find(SlotRef slot) const {
 }
 
 void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
-                     const bus::Replay& replay, uint64_t reset_from, bus::KeepAlive keepalive) {
-    open_awaiting(slot, cursor, std::move(channels), std::move(keepalive));
+                     const bus::Replay& replay, uint64_t reset_from, bus::KeepAlive keepalive,
+                     Transport transport) {
+    open_awaiting(slot, cursor, std::move(channels), std::move(keepalive), transport);
     replayed(slot, replay, reset_from, 0);
 }
 
 void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
-                              bus::KeepAlive keepalive) {
+                              bus::KeepAlive keepalive, Transport transport) {
     Hold& h = holds_[slot.index];
     if (h.every() > 0) --own_keepalive_;
     h = Hold{};
+    first_.erase(slot.index);
     h.slot = slot;
+    h.transport = transport;
     h.cursor = cursor;
     if (keepalive.every > 0 || !keepalive.bytes.empty())
         h.keepalive = std::make_unique<bus::KeepAlive>(std::move(keepalive));
@@ -72,12 +67,28 @@ void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::st
 }
 
 bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now,
-                         uint32_t ask) {
+                         uint16_t ask) {
     Hold* h = find(slot);
     if (!h || !h->replaying || h->dropped) return true;
     // An older read than the latest asked: it may end before events this
     // process dropped (a full local queue), which the latest one has.
     if (ask != 0 && ask != h->asked) return true;
+    const Subscriber& sub = subscriber(h->transport);
+    if (sub.answers_once()) {
+        // A long-poll takes the first event after its cursor: the replay's
+        // come before any live one that waited (a gap is not reported: the
+        // answer is the oldest event history still has).
+        for (const auto& f : replay.events) {
+            if (f.id <= h->replay_after || !sub.carries(f)) continue;
+            first_.insert_or_assign(slot.index, f);
+            break;
+        }
+        h->cursor = std::max(h->cursor, replay.upto);
+        h->last_id = std::max(h->last_id, replay.upto);
+        h->replaying = false;
+        answer_if_ready(*h);
+        return true;
+    }
     // The live events that came while the replay was read wait behind it.
     std::vector<Pending> live(
         std::make_move_iterator(h->pending.begin() + static_cast<std::ptrdiff_t>(h->replay_mark)),
@@ -87,16 +98,14 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
         if (p.live) h->pending_live -= std::min(h->pending_live, p.bytes->size());
     // Before any live event (they queue behind these until the head is out).
     if (reset_from != 0) {
-        h->pending.push_back(
-            {0,
-             std::make_shared<const std::string>(sse::encode_control(
-                 sse::kResetEvent, "{\"oldest\": " + std::to_string(reset_from) + "}")),
-             false});
+        h->pending.push_back({0, sub.reset(reset_from), false});
         metrics_.resets_sent.fetch_add(1);
     }
     for (const auto& f : replay.events) {
         if (f.id <= h->replay_after) continue;  // queued before a resync began
-        h->pending.push_back({f.id, encode(f), false});
+        SharedBytes bytes = sub.event(f);
+        if (!bytes) continue;  // nothing of it for this transport
+        h->pending.push_back({f.id, std::move(bytes), false});
         h->last_id = std::max(h->last_id, f.id);
         metrics_.events_replayed.fetch_add(1);
     }
@@ -116,7 +125,7 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
     return flush(*h, now);
 }
 
-uint32_t HoldTable::ask_replay(SlotRef slot) {
+uint16_t HoldTable::ask_replay(SlotRef slot) {
     Hold* h = find(slot);
     return h ? ++h->asked : 0;
 }
@@ -138,6 +147,10 @@ bool HoldTable::start(SlotRef slot, double now) {
     Hold* h = find(slot);
     if (!h) return false;
     h->started = true;
+    if (subscriber(h->transport).answers_once()) {
+        answer_if_ready(*h);
+        return true;
+    }
     h->last_write = now;
     h->pending_live = 0;  // what waited for the head is paced like the replay
     return flush(*h, now);
@@ -162,8 +175,10 @@ bool HoldTable::flush(Hold& h, double now) {
 void HoldTable::publish(const bus::PublishFrame& f, double now) {
     const auto& subscribers = subs_.subscribers(f.channel);
     if (subscribers.empty()) return;
-    // Encoded once; every subscriber gets a reference to the same bytes.
-    const SharedBytes bytes = encode(f);
+    // Encoded once a transport, when the first hold of it is written; every
+    // subscriber gets a reference to the same bytes.
+    SharedBytes bytes;
+    bool encoded = false;
     // A write may drop a slow reader: its unsubscribe waits for the loop's end
     // (unsubscribe()), so the list is iterated as it is, not copied.
     publishing_ = true;
@@ -174,6 +189,16 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
             metrics_.events_muted.fetch_add(1);
             continue;
         }
+        const Subscriber& sub = subscriber(h->transport);
+        if (sub.answers_once()) {
+            if (sub.carries(f)) offer(*h, f);
+            continue;
+        }
+        if (!encoded) {
+            bytes = sub.event(f);
+            encoded = true;
+        }
+        if (!bytes) continue;  // nothing of it for a stream
         h->last_id = std::max(h->last_id, f.id);
         if (!h->started || !h->pending.empty() || h->replaying) {
             // Behind the head, or behind a replay still being read or paced out.
@@ -228,18 +253,44 @@ bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
     return false;
 }
 
+void HoldTable::offer(Hold& h, const bus::PublishFrame& f) {
+    h.last_id = std::max(h.last_id, f.id);
+    // Live events come in id order: the first one kept is the lowest.
+    first_.try_emplace(h.slot.index, f);
+    answer_if_ready(h);
+}
+
+void HoldTable::answer_if_ready(Hold& h) {
+    if (!h.started || h.replaying || h.dropped) return;
+    auto it = first_.find(h.slot.index);
+    if (it == first_.end()) return;
+    bus::PublishFrame f = std::move(it->second);
+    first_.erase(it);
+    metrics_.events_delivered.fetch_add(1);
+    ++h.delivered;
+    answer(h, &f);
+}
+
+void HoldTable::answer(Hold& h, const bus::PublishFrame* event) {
+    h.dropped = true;
+    SlotRef slot = h.slot;
+    unsubscribe(slot);
+    sink_.answer(slot, event);  // may release the hold: `h` is not used after
+}
+
 void HoldTable::heartbeat(double now) {
     for (SlotRef s : holding()) {
         Hold* h = find(s);
-        if (!h || h->every() > 0) continue;
+        if (!h || h->every() > 0 || subscriber(h->transport).answers_once()) continue;
         if (h->wrote_since_tick || writable(*h) > 0) {
             h->wrote_since_tick = false;
             check_backlog(*h, sink_.backlog(s), now);
             continue;
         }
         // The comment is one buffer shared by every hold, like an event.
-        size_t backlog = h->keepalive_bytes().empty() ? sink_.write_shared(s, heartbeat_bytes_)
-                                                      : sink_.write(s, h->keepalive_bytes());
+        size_t backlog = h->keepalive_bytes().empty()
+                             ? sink_.write_shared(s, subscriber(h->transport).heartbeat())
+                             : sink_.write(s, h->keepalive_bytes());
         check_backlog(*h, backlog, now);
     }
 }
@@ -250,10 +301,11 @@ void HoldTable::keepalive(double now) {
         Hold* h = find(s);
         if (!h || h->every() <= 0 || writable(*h) > 0 || now - h->last_write < h->every()) continue;
         h->last_write = now;
-        check_backlog(
-            *h,
-            sink_.write(s, h->keepalive_bytes().empty() ? sse::kHeartbeat : h->keepalive_bytes()),
-            now);
+        check_backlog(*h,
+                      h->keepalive_bytes().empty()
+                          ? sink_.write_shared(s, subscriber(h->transport).heartbeat())
+                          : sink_.write(s, h->keepalive_bytes()),
+                      now);
     }
 }
 
@@ -270,10 +322,15 @@ void HoldTable::drained(SlotRef slot, size_t backlog, double now) {
 bool HoldTable::drop(SlotRef slot, uint64_t retry_ms) {
     Hold* h = find(slot);
     if (!h || !h->started || h->dropped) return false;
+    const Subscriber& sub = subscriber(h->transport);
+    if (sub.answers_once()) {
+        first_.erase(slot.index);
+        answer(*h, nullptr);  // a long-poll ends with the handler's own answer
+        return true;
+    }
     h->dropped = true;
     unsubscribe(slot);  // nothing more is written after the hint
-    std::string retry = sse::encode_retry(retry_ms);
-    sink_.write(slot, retry);
+    sink_.write(slot, sub.end(retry_ms));
     sink_.close_after_write(slot);
     return true;
 }
@@ -306,6 +363,7 @@ std::vector<SlotRef> HoldTable::holding() const {
 void HoldTable::release(SlotRef slot) {
     if (!find(slot)) return;
     unsubscribe(slot);
+    first_.erase(slot.index);
     if (find(slot)->every() > 0) --own_keepalive_;
     holds_.erase(slot.index);
     metrics_.holds_open.fetch_sub(1);

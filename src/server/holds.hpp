@@ -40,9 +40,20 @@
 // hold) defers the unsubscribe to the end of the loop (unsub_later_), so the
 // list does not change under the iteration.
 //
+// Transports: the table encodes nothing itself. Each hold names its
+// transport (subscriber.hpp), whose Subscriber makes the bytes of an event, a
+// reset, the end and the heartbeat (SSE: sse_subscriber.cpp), once an event
+// for every hold of that transport. A long-poll (Transport::response, GRIP's
+// Grip-Hold: response) is not a stream: it keeps only the first event after
+// its cursor (first_, the replay's ahead of a live one) and, once its head
+// may go (start) and its replay is in, is answered with it through
+// HoldSink::answer, which ends it; drop() answers it with the handler's own
+// answer (its timeout, a close, the shutdown).
+//
 // The table reaches connections only through HoldSink (write bytes to a slot,
-// close it, end it after its output drains), so fan-out, heartbeats and the
-// slow-reader rule are unit-tested without sockets (test_holds.cpp).
+// close it, end it after its output drains, answer it), so fan-out,
+// heartbeats and the slow-reader rule are unit-tested without sockets
+// (test_holds.cpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +68,7 @@
 #include "bus/subscriptions.hpp"
 #include "pool/metrics.hpp"
 #include "pool/slot.hpp"
+#include "server/subscriber.hpp"
 
 namespace m0::server {
 
@@ -64,11 +76,6 @@ struct HoldConfig {
     size_t buffer_limit = 1024 * 1024;  // --hold-buffer-limit
     double drain_timeout = 5;           // --hold-drain-timeout
 };
-
-// One encoded event: immutable, shared by every hold it is queued to and by
-// every connection output it is written to, freed when the last of them lets
-// it go. Loop thread; the count is atomic all the same.
-using SharedBytes = std::shared_ptr<const std::string>;
 
 // What the table needs of the connections (the server implements it).
 class HoldSink {
@@ -87,6 +94,11 @@ class HoldSink {
     // Closes the slot once what was written has drained (after a retry hint),
     // within a bound; the server then calls HoldTable::release.
     virtual void close_after_write(SlotRef slot) = 0;
+    // A long-poll (Transport::response) is answered: with `event`, its first,
+    // or, null, with the handler's own answer (its timeout, a close, the
+    // shutdown). The hold is over (unsubscribed); the server answers the
+    // request and calls HoldTable::release.
+    virtual void answer(SlotRef slot, const bus::PublishFrame* event) = 0;
 };
 
 class HoldTable {
@@ -100,12 +112,18 @@ class HoldTable {
     // event when `reset_from` is not 0: the stream has a gap, and delivers
     // from that id on.
     // `keepalive` (GRIP's Grip-Keep-Alive) replaces the comment heartbeat.
+    // `transport`: how it is written to (subscriber.hpp).
     void open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
               const bus::Replay& replay = {}, uint64_t reset_from = 0,
-              bus::KeepAlive keepalive = {});
+              bus::KeepAlive keepalive = {}, Transport transport = Transport::stream);
     // The h frame of a hold whose replay comes later (replayed()).
     void open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
-                       bus::KeepAlive keepalive = {});
+                       bus::KeepAlive keepalive = {}, Transport transport = Transport::stream);
+    // The slot's hold is a long-poll (Transport::response).
+    bool answers_once(SlotRef slot) const {
+        const Hold* h = find(slot);
+        return h && subscriber(h->transport).answers_once();
+    }
     // The replay of a hold opened awaiting it (or being resynced): written
     // ahead of the live events that came meanwhile, after an m0-reset when
     // `reset_from` is not 0. False when writing closed the slot; true too when
@@ -113,10 +131,10 @@ class HoldTable {
     // `ask` (from ask_replay) names which request this answers: an answer to
     // one asked before the latest is ignored (0: whichever, the only one).
     bool replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset_from, double now,
-                  uint32_t ask = 0);
+                  uint16_t ask = 0);
     // A replay is asked for the slot's hold: its number, which the answer
     // brings to replayed(); 0 when the slot holds nothing.
-    uint32_t ask_replay(SlotRef slot);
+    uint16_t ask_replay(SlotRef slot);
     // The bus was down: the hold awaits a replay after `after` (the last id
     // it queued) on `channels`. False when the slot holds nothing.
     bool begin_resync(SlotRef slot, uint64_t& after, std::vector<std::string>& channels);
@@ -191,10 +209,12 @@ class HoldTable {
         bool started = false;           // the head is written
         bool dropped = false;           // a retry hint was sent: nothing more
         bool wrote_since_tick = false;  // heartbeat only when idle
+        Transport transport = Transport::stream;
         // Replays asked for it (a resync asks again while an earlier read is
         // on its way): only the latest one's answer is applied, for it reads
-        // from the same start up to a later instant.
-        uint32_t asked = 0;  // beside the flags: in their padding
+        // from the same start up to a later instant. Compared for equality
+        // only, so its wrapping is harmless.
+        uint16_t asked = 0;  // beside the flags: in their padding
         std::vector<std::string> channels;
         uint64_t cursor = 0;   // live ids at or below it are muted
         uint64_t last_id = 0;  // the highest id queued to it, or where it started
@@ -227,6 +247,13 @@ class HoldTable {
     // Writes pending events while the backlog is under the limit.
     bool flush(Hold& h, double now);
     bool check_backlog(Hold& h, size_t backlog, double now);
+    // A long-poll: `f` is a candidate for its answer (the lowest id wins);
+    // answered at once when its head may go.
+    void offer(Hold& h, const bus::PublishFrame& f);
+    // Answers a started long-poll with its first event, if it has one.
+    void answer_if_ready(Hold& h);
+    // Ends a long-poll with `event` (null: the handler's own answer).
+    void answer(Hold& h, const bus::PublishFrame* event);
     // The pending events that may be written now (not those behind a replay).
     static size_t writable(const Hold& h) { return h.replaying ? h.replay_mark : h.pending.size(); }
 
@@ -235,9 +262,11 @@ class HoldTable {
     Metrics& metrics_;
     bus::Subscriptions subs_;
     std::unordered_map<uint32_t, Hold> holds_;  // by slot index
-    const SharedBytes heartbeat_bytes_;         // loop thread: sse::kHeartbeat, for every idle hold
-    bool publishing_ = false;                   // loop thread: publish() iterates a subscriber list
-    std::vector<SlotRef> unsub_later_;          // loop thread: unsubscribes deferred by publish()
+    // Long-polls only, by slot index: the first event each may be answered
+    // with, kept while its head or its replay is still to come. Loop thread.
+    std::unordered_map<uint32_t, bus::PublishFrame> first_;
+    bool publishing_ = false;           // loop thread: publish() iterates a subscriber list
+    std::vector<SlotRef> unsub_later_;  // loop thread: unsubscribes deferred by publish()
     size_t own_keepalive_ =
         0;  // loop thread: holds with keepalive.every > 0 (keepalive() skips if 0)
 };

@@ -16,7 +16,6 @@ using namespace m0::http;
 namespace {
 constexpr size_t kMaxBufferedInput = 1024 * 1024;  // pipelined bytes kept while busy
 constexpr double kLingerSeconds = 2.0;
-constexpr double kProbeSeconds = 0.05;  // between looks for a departed client's reset
 }  // namespace
 
 Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus, Metrics& metrics)
@@ -171,6 +170,7 @@ void Server::on_read(bufferevent*, void* arg) {
             evbuffer_drain(in, evbuffer_get_length(in));
             break;
         case Phase::waiting:
+        case Phase::polling:
         case Phase::streaming:
             // Pipelined requests wait, bounded.
             if (evbuffer_get_length(in) > kMaxBufferedInput) bufferevent_disable(c.bev, EV_READ);
@@ -229,7 +229,8 @@ void Server::process_input(Conn& c) {
         close_after_write(c);
         return;
     }
-    if (c.phase == Phase::reading || c.phase == Phase::waiting || c.phase == Phase::streaming)
+    if (c.phase == Phase::reading || c.phase == Phase::waiting || c.phase == Phase::polling ||
+        c.phase == Phase::streaming)
         resume_reading(c);
 }
 
@@ -418,6 +419,7 @@ void Server::on_event(bufferevent*, short what, void* arg) {
         // then the connection closes.
         switch (c.phase) {
             case Phase::waiting:
+            case Phase::polling:
                 c.peer_eof = true;
                 s.probe_departure(c);
                 return;
@@ -476,8 +478,12 @@ void Server::on_timeout(Conn& c) {
         close_conn(c);
         return;
     }
-    if (c.phase == Phase::waiting) {
+    if (c.phase == Phase::waiting || c.phase == Phase::polling) {
         const double now = monotonic_seconds();
+        if (now >= c.deadline && c.phase == Phase::polling) {
+            poll_timed_out(c);
+            return;
+        }
         if (now >= c.deadline) {
             // The job may still run; its late answer finds the slot closing and
             // is dropped, never written to another client.
@@ -571,65 +577,6 @@ void Server::handle_completion(Completion& comp) {
     }
 }
 
-void Server::finish_hold_head(Conn& c, Response& r) {
-    c.keep_alive = false;
-    if (!holds_.has(c.slot)) {
-        M0_LOG(error, "hold completion for slot ", to_string(c.slot),
-               " found no subscription (its h frame did not come first): closing");
-        send_whole(c, r);
-        close_after_write(c);
-        return;
-    }
-    if (c.peer_eof) {  // the client left while the hold was decided
-        close_conn(c);
-        return;
-    }
-    if (const char* why = invalid_answer(r)) {
-        holds_.release(c.slot);  // no stream: the subscription its h frame made goes
-        refuse_answer(c, why);
-        return;
-    }
-    // Holds only: an ordinary answer's CORS fields are the application's.
-    cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
-                    r.headers);
-    std::string head = head_text(c, r, "");
-    evbuffer* out = bufferevent_get_output(c.bev);
-    evbuffer_add(out, head.data(), head.size());
-    if (c.access) {
-        access_answer(c, r.status, head.size());
-        c.access->rec.hold = !c.head_request;
-    }
-    if (c.head_request) {
-        // RFC 9110 §9.3.2: HEAD is answered with the head alone, so there is no
-        // stream to hold: the subscription the h frame made is released.
-        holds_.release(c.slot);
-        close_after_write(c);
-        return;
-    }
-    evbuffer_add(out, r.body.data(), r.body.size());
-    if (c.access) access_bytes(c, r.body.size());
-    c.phase = Phase::holding;
-    c.parser.reset();
-    // on_write reports when the backlog is back under the limit.
-    bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
-    metrics_.holds_total.fetch_add(1);
-    SlotRef slot = c.slot;
-    if (!holds_.start(slot, monotonic_seconds())) return;  // a slow reader, closed
-    if (shutting_down_) drop_hold(slot);
-}
-
-void Server::drop_hold(SlotRef slot) {
-    // A reconnect hint, spread so the clients do not all come back in the same second.
-    std::uniform_int_distribution<uint64_t> spread(1000, 6000);
-    holds_.drop(slot, spread(rng_));
-}
-
-size_t Server::close_channel(const std::string& channel) {
-    std::vector<SlotRef> targets = holds_.holding(channel);
-    for (SlotRef s : targets) drop_hold(s);
-    return targets.size();
-}
-
 // ---- HoldSink: how the hold table reaches connections -----------------------
 
 // write() and write_shared() are in hold_output.cpp.
@@ -659,7 +606,8 @@ void Server::shutdown() {
     for (auto& e : slots_) {
         Conn* c = e.conn.get();
         if (!c || c->admin) continue;
-        if (c->phase == Phase::holding) {
+        if (c->phase == Phase::holding || c->phase == Phase::polling) {
+            c->keep_alive = false;
             drop_hold(c->slot);
         } else if (c->phase == Phase::reading && !c->parser->in_message() &&
                    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {

@@ -227,7 +227,16 @@ class Server final : private HoldSink {
         bool reuse_port = false;  // bound here with SO_REUSEPORT: another loop may bind it too
         std::string name() const;
     };
-    enum class Phase : uint8_t { reading, waiting, streaming, holding, closing, lingering };
+    // polling: a long-poll's answer waits for an event or its Grip-Timeout (poll.cpp).
+    enum class Phase : uint8_t {
+        reading,
+        waiting,
+        streaming,
+        holding,
+        polling,
+        closing,
+        lingering
+    };
 
     Conn* find(SlotRef s) const;
     SlotRef alloc_slot();
@@ -256,6 +265,10 @@ class Server final : private HoldSink {
     void stream_chunk(Conn& c, std::string& data);
     void end_stream(Conn& c, bool aborted);
     void finish_hold_head(Conn& c, http::Response& r);
+    // A long-poll (poll.cpp): its h frame came (the subscription is made),
+    // its handler's answer is held until an event or its timeout answers.
+    void finish_poll(Conn& c, http::Response& r);
+    void poll_timed_out(Conn& c);
     void finish_request(Conn& c);
     void fail_request(Conn& c, int status, std::string_view reason);
     void close_after_write(Conn& c);
@@ -278,6 +291,7 @@ class Server final : private HoldSink {
     size_t write_shared(SlotRef slot, const SharedBytes& bytes) override;
     size_t backlog(SlotRef slot) const override;
     void close_after_write(SlotRef slot) override;
+    void answer(SlotRef slot, const bus::PublishFrame* event) override;  // poll.cpp
     void check_drained();
     // The hold table's writes of this loop turn (hold_output.cpp): staged on
     // the connection, then sent at the turn's end, one sendmsg a connection;

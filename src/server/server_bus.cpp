@@ -34,7 +34,12 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     // position read before its handler ran. What was published from there up
     // to the frame comes from history; later events arrive live.
     const uint64_t after = f.cursor != 0 ? f.cursor : f.position;
-    holds_.open_awaiting(*slot, after, f.channels, std::move(f.keepalive));
+    const Transport transport = f.response ? Transport::response : Transport::stream;
+    if (f.response) {
+        c->poll = std::make_unique<PollState>();
+        c->poll->timeout = f.timeout;
+    }
+    holds_.open_awaiting(*slot, after, f.channels, std::move(f.keepalive), transport);
     if (after < f.upto || f.cursor != 0)
         request_replay(*slot, f.channels, after, f.upto, f.cursor != 0);
     else
@@ -47,7 +52,7 @@ void Server::request_replay(SlotRef slot, const std::vector<std::string>& channe
     // trip, and the hold's live events wait behind it meanwhile.
     // A resync may ask again before an earlier answer came: only the latest
     // answer is applied (HoldTable::ask_replay).
-    const uint32_t ask = holds_.ask_replay(slot);
+    const uint16_t ask = holds_.ask_replay(slot);
     bus_->replay_later(channels, after, upto, [this, slot, report_gap, ask](bus::Replay r) {
         uint64_t reset_from = 0;
         if (r.gap && report_gap) reset_from = r.events.empty() ? r.upto + 1 : r.events.front().id;

@@ -72,8 +72,10 @@ TEST_CASE("admin: POST /publish takes the m0serve shape and refuses bad JSON wit
     CHECK(a.closed == std::vector<std::string>{"news"});
 }
 
-TEST_CASE("admin: POST /publish/ takes Pushpin's items: http-stream content published raw",
-          "[admin][grip]") {
+TEST_CASE(
+    "admin: POST /publish/ takes Pushpin's items: http-stream content published raw, "
+    "http-response as a raw event of its format",
+    "[admin][grip]") {
     Admin a;
     auto r = a.post("/publish/",
                     R"({"items":[{"channel":"a","id":"p2","prev-id":"p1","formats":)"
@@ -83,13 +85,19 @@ TEST_CASE("admin: POST /publish/ takes Pushpin's items: http-stream content publ
                     R"({"channel":"d","formats":{"http-stream":{"action":"close"}}}]})");
     INFO(r.body);
     REQUIRE(r.status == 200);
-    CHECK(r.body == "{\"ids\": [1, 2], \"closed\": 1, \"skipped\": 1}\n");
+    CHECK(r.body == "{\"ids\": [1, 2, 3], \"closed\": 1, \"skipped\": 0}\n");
     auto p = a.published();
-    REQUIRE(p.size() == 2);
+    REQUIRE(p.size() == 3);
     CHECK(p[0].channel == "a");
     CHECK(p[0].raw);
+    CHECK(p[0].event.empty());
     CHECK(p[0].data == "event: m\ndata: 1\n\n");
     CHECK(p[1].data == std::string("\0\1\2\xff", 4));
+    CHECK(p[2].raw);
+    CHECK(p[2].event == bus::kResponseFormat);
+    http::ResponseItem item;
+    REQUIRE(http::decode_response_item(p[2].data, item));
+    CHECK(item.body == "x");
     CHECK(a.closed == std::vector<std::string>{"d"});
     SECTION("a bad item refuses the request whole: nothing is published") {
         r = a.post("/publish/",
@@ -97,7 +105,7 @@ TEST_CASE("admin: POST /publish/ takes Pushpin's items: http-stream content publ
                    R"({"channel":"m0.slot.1.1","formats":{"http-stream":{"content":"x"}}}]})");
         CHECK(r.status == 400);
         CHECK(r.body.find("item 1") != std::string::npos);
-        CHECK(a.published().size() == 2);
+        CHECK(a.published().size() == 3);
     }
     SECTION("content over --max-event-size is 413") {
         Admin small(bus::BusOptions{.max_event_size = 8});

@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "http/json.hpp"
 #include "server/holds.hpp"
 
 using namespace m0;
@@ -39,6 +41,13 @@ struct FakeSink : HoldSink {
         return it == unread.end() ? 0 : it->second;
     }
     void close_after_write(SlotRef s) override { closing[key(s)] = true; }
+    // Long-polls: the id each slot was answered with (0: its own answer);
+    // the hold is released, as the server does.
+    std::map<uint64_t, uint64_t> answered;
+    void answer(SlotRef s, const bus::PublishFrame* event) override {
+        answered[key(s)] = event ? event->id : 0;
+        if (table) table->release(s);
+    }
 };
 
 struct Table {
@@ -429,4 +438,165 @@ TEST_CASE("holds: slow readers dropped in the middle of a publish leave the othe
         CHECK(t.sink.sent[key(s)].find("id: 2\n") != std::string::npos);
     for (SlotRef s : {slots[1], slots[3]})
         CHECK(t.sink.sent[key(s)].find("id: 2\n") == std::string::npos);
+}
+
+// ---- long-polls (Transport::response) ---------------------------------------
+
+namespace {
+
+void poll(Table& t, SlotRef s, std::vector<std::string> channels, uint64_t cursor = 0,
+          const bus::Replay& replay = {}) {
+    t.metrics.holds_open.fetch_add(1);
+    t.table.open(s, cursor, std::move(channels), replay, 0, {}, Transport::response);
+}
+
+bus::PublishFrame response_item(uint64_t id, std::string channel,
+                                std::optional<std::string> stream) {
+    http::ResponseItem item;
+    item.code = 201;
+    item.body = "made";
+    item.stream = std::move(stream);
+    return bus::PublishFrame{id, std::move(channel), bus::kResponseFormat,
+                             http::encode_response_item(item), true};
+}
+
+}  // namespace
+
+TEST_CASE("holds: a long-poll is answered by its first event, once, and then released",
+          "[holds][poll]") {
+    Table t;
+    poll(t, kA, {"x"});
+    t.hold(kB, {"x"});
+    SECTION("an event after its head answers it at once") {
+        REQUIRE(t.table.start(kA, 0));
+        CHECK(t.sink.answered.empty());
+        t.table.publish(t.event(1, "x", "one"), 0);
+        CHECK(t.sink.answered[key(kA)] == 1);
+    }
+    SECTION("events before its head wait; the first answers it when the head may go") {
+        t.table.publish(t.event(1, "x", "one"), 0);
+        t.table.publish(t.event(2, "x", "two"), 0);
+        CHECK(t.sink.answered.empty());
+        REQUIRE(t.table.start(kA, 0));
+        CHECK(t.sink.answered[key(kA)] == 1);
+    }
+    t.table.publish(t.event(3, "x", "three"), 0);
+    CHECK(t.sink.answered.size() == 1);  // answered once
+    CHECK_FALSE(t.table.has(kA));
+    CHECK(t.table.subscriptions().subscribers("x").size() == 1);  // the stream's only
+    CHECK(t.sink.sent[key(kA)].empty());                          // no bytes, no heartbeat
+    t.table.heartbeat(100);
+    CHECK(t.sink.sent[key(kA)].empty());
+    CHECK(t.metrics.holds_open.load() == 1);
+}
+
+TEST_CASE("holds: a long-poll's cursor mutes older ids; its replay's first event answers it",
+          "[holds][poll]") {
+    Table t;
+    SECTION("live: ids at or below the cursor are muted") {
+        poll(t, kA, {"x"}, 5);
+        REQUIRE(t.table.start(kA, 0));
+        t.table.publish(t.event(4, "x", "old"), 0);
+        t.table.publish(t.event(5, "x", "old"), 0);
+        CHECK(t.sink.answered.empty());
+        t.table.publish(t.event(6, "x", "new"), 0);
+        CHECK(t.sink.answered[key(kA)] == 6);
+    }
+    SECTION("replayed: the lowest id above the cursor, ahead of a live event") {
+        t.metrics.holds_open.fetch_add(1);
+        t.table.open_awaiting(kA, 5, {"x"}, {}, Transport::response);
+        t.table.publish(t.event(9, "x", "live"), 0);  // came while the replay was read
+        REQUIRE(t.table.start(kA, 0));
+        CHECK(t.sink.answered.empty());  // the replay comes first
+        bus::Replay r;
+        r.events = {t.event(5, "x", "seen"), t.event(7, "x", "missed"), t.event(8, "x", "m")};
+        r.upto = 8;
+        REQUIRE(t.table.replayed(kA, r, 0, 0));
+        CHECK(t.sink.answered[key(kA)] == 7);
+    }
+    SECTION("an empty replay leaves the live event") {
+        t.metrics.holds_open.fetch_add(1);
+        t.table.open_awaiting(kA, 5, {"x"}, {}, Transport::response);
+        t.table.publish(t.event(9, "x", "live"), 0);
+        REQUIRE(t.table.start(kA, 0));
+        REQUIRE(t.table.replayed(kA, bus::Replay{.upto = 8}, 0, 0));
+        CHECK(t.sink.answered[key(kA)] == 9);
+    }
+}
+
+TEST_CASE("holds: Pushpin's formats reach their own transports", "[holds][poll]") {
+    Table t;
+    poll(t, kA, {"x"});
+    REQUIRE(t.table.start(kA, 0));
+    t.hold(kB, {"x"});
+    // http-stream content is a stream's only.
+    bus::PublishFrame content{1, "x", "", "<p>raw</p>", true};
+    t.table.publish(content, 0);
+    CHECK(t.sink.sent[key(kB)] == "<p>raw</p>");
+    CHECK(t.sink.answered.empty());
+    SECTION("an http-response item without http-stream content is the long-poll's only") {
+        t.table.publish(response_item(2, "x", std::nullopt), 0);
+        CHECK(t.sink.answered[key(kA)] == 2);
+        CHECK(t.sink.sent[key(kB)] == "<p>raw</p>");
+    }
+    SECTION("an item with both: each transport is written its own") {
+        t.table.publish(response_item(2, "x", "<p>both</p>"), 0);
+        CHECK(t.sink.answered[key(kA)] == 2);
+        CHECK(t.sink.sent[key(kB)] == "<p>raw</p><p>both</p>");
+    }
+}
+
+TEST_CASE("holds: a dropped long-poll is answered with the handler's own answer", "[holds][poll]") {
+    Table t;
+    poll(t, kA, {"x"});
+    CHECK_FALSE(t.table.drop(kA, 1000));  // not started: nothing to drop yet
+    REQUIRE(t.table.start(kA, 0));
+    CHECK(t.table.holding("x") == std::vector<SlotRef>{kA});
+    REQUIRE(t.table.drop(kA, 1000));
+    CHECK(t.sink.answered[key(kA)] == 0);
+    CHECK(t.sink.sent[key(kA)].empty());  // no retry hint: a long-poll has no stream
+    CHECK_FALSE(t.table.has(kA));
+    CHECK(t.metrics.holds_open.load() == 0);
+}
+
+TEST_CASE("long-poll answer: the handler's answer with the event in it", "[holds][poll]") {
+    http::Response held;
+    held.status = 204;
+    held.headers.add("Content-Type", "text/plain");
+    held.headers.add("Content-Length", "0");
+    held.headers.add("X-App", "kept");
+    const Subscriber& sub = subscriber(Transport::response);
+    SECTION("an m0 event: its data, 200 for a bodiless status, its id and name") {
+        bus::PublishFrame f{42, "x", "tick", "line 1\r\nline 2"};
+        http::Response r = sub.answer(held, f);
+        CHECK(r.status == 200);
+        CHECK(r.body == "line 1\nline 2");  // as an EventSource client reads it
+        // From history an event is only its wire bytes: the same answer.
+        bus::PublishFrame kept{42, "x", "", ""};
+        kept.wire = bus::wire_bytes(f);
+        http::Response again = sub.answer(held, kept);
+        CHECK(again.body == r.body);
+        CHECK(again.headers.get("M0-Event") == "tick");
+        CHECK(r.headers.get("M0-Event-Id") == "42");
+        CHECK(r.headers.get("M0-Event") == "tick");
+        CHECK(r.headers.get("X-App") == "kept");
+        CHECK_FALSE(r.headers.has("Content-Length"));
+        held.status = 202;
+        CHECK(sub.answer(held, f).status == 202);
+    }
+    SECTION("an http-response item: its code, its headers over the handler's, its body") {
+        http::ResponseItem item;
+        item.code = 409;
+        item.headers = {{"content-type", "application/json"}, {"X-New", "1"}};
+        item.body = std::string("{\"a\":\0}", 7);
+        bus::PublishFrame f{7, "x", bus::kResponseFormat, http::encode_response_item(item), true};
+        http::Response r = sub.answer(held, f);
+        CHECK(r.status == 409);
+        CHECK(r.body == item.body);
+        CHECK(r.headers.get("Content-Type") == "application/json");
+        CHECK(r.headers.get("X-New") == "1");
+        CHECK(r.headers.get("X-App") == "kept");
+        CHECK(r.headers.get("M0-Event-Id") == "7");
+        CHECK_FALSE(r.headers.has("M0-Event"));
+    }
 }
