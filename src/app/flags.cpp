@@ -37,14 +37,17 @@ const std::vector<Flag>& flags() {
             .metavar = "HOST:PORT|unix:PATH",
             .shown = "`127.0.0.1:8000`",
             .help = "where to serve; repeatable (default {default})",
-            .doc = "where to accept HTTP connections (HOST: an address, a name such as "
-                   "`localhost`, or `[::1]`); repeatable: every one serves. `unix:PATH` is a unix "
-                   "stream socket: a stale socket file (nobody accepting) is replaced, a live one "
-                   "or another kind of file is a start-up error, and the file is removed at exit. "
-                   "A peer on a unix socket is trusted as a proxy (its X-Forwarded-For / -Proto "
-                   "are believed, as gunicorn does: only local processes the file's mode admits "
-                   "can connect); its SERVER_NAME is `localhost`, SERVER_PORT 80. Not with "
-                   "`--workers` (a unix socket is bound once; use TCP, or systemd's sockets)",
+            .doc =
+                "where to accept HTTP connections (HOST: an address, a name such as "
+                "`localhost`, or `[::1]`; `:PORT` alone is every IPv4 interface, `0.0.0.0:PORT`, "
+                "as gunicorn's `--bind :PORT` is); repeatable: every one serves. `unix:PATH` is "
+                "a unix "
+                "stream socket: a stale socket file (nobody accepting) is replaced, a live one "
+                "or another kind of file is a start-up error, and the file is removed at exit. "
+                "A peer on a unix socket is trusted as a proxy (its X-Forwarded-For / -Proto "
+                "are believed, as gunicorn does: only local processes the file's mode admits "
+                "can connect); its SERVER_NAME is `localhost`, SERVER_PORT 80. Not with "
+                "`--workers` (a unix socket is bound once; use TCP, or systemd's sockets)",
             .to = custom(set::listen),
         },
         {
@@ -456,7 +459,8 @@ const std::vector<Flag>& flags() {
                    "head says `Access-Control-Allow-Origin: *`. With the flag, m0serve owns these "
                    "fields on hold heads (a handler's own are replaced). **Holds only**: ordinary "
                    "answers are the application's (django-cors-headers, say), so the two never "
-                   "write the field twice. A malformed value exits 2",
+                   "write the field twice. A malformed value, or the flag without `--realtime`, "
+                   "exits 2",
             .to = custom(set::cors_origin),
         },
         {
@@ -540,7 +544,9 @@ const std::vector<Flag>& flags() {
             .doc = "loads everything (imports the apps, reads the key files, starts the bus), "
                    "binds the listeners, logs the configuration block, prints `m0serve: "
                    "configuration ok` and exits 0 without serving; any failure exits 2 with its "
-                   "one line",
+                   "one line. For a Django app it also imports `ROOT_URLCONF` (Django itself "
+                   "waits for the first request) and runs Django's system checks as `manage.py "
+                   "check` does (no database checks): an error fails, a warning is logged",
             .to = on(AT(check)),
             .cli_only = true,
         },

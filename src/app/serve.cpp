@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/activation.hpp"
 #include "app/app.hpp"
 #include "app/options.hpp"
 #include "bus/channel.hpp"
@@ -46,6 +47,7 @@
 #include "server/access_log.hpp"
 #include "server/loop_set.hpp"
 #include "server/server.hpp"
+#include "wsgi/django_check.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/virtualenv.hpp"
 #include "wsgi/wsgi_pool.hpp"
@@ -463,9 +465,11 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         if (!m0::wsgi::start(po, bus, err)) die(err);
         for (size_t i = 0; i < o.mounts.size(); ++i) {
             if (!o.mounts[i].wsgi) continue;
-            apps[i] = m0::wsgi::load_app(o.mounts[i].spec, err);
+            apps[i] = m0::wsgi::load_app(o.mounts[i].spec, err, o.mounts[i].given);
             if (!apps[i]) die(err);
         }
+        // Django imports the URLconf at the first request: --check asks now.
+        if (o.check && m0::wsgi::check_django(err) == m0::wsgi::DjangoCheck::failed) die(err);
         m0::wsgi::release_main_gil();
     }
 
@@ -623,6 +627,7 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
     log::set_level(o.level);
     // Socket activation is read before any fork: LISTEN_PID names this process.
     if (std::string err; !proc::systemd_sockets(o.systemd_fds, err)) die(err);
+    if (std::string why = activation_conflict(o); !why.empty()) die(why);
     if (!o.systemd_fds.empty() && o.check) o.systemd_fds.clear();  // --check binds its own
     std::string package_dir = find_package_dir(std::move(python_package_dir));
     const VenvUse venv = check_virtualenv(o);

@@ -22,7 +22,8 @@ namespace m0::http {
 struct AdminEvent {
     std::string channel;
     std::string data;
-    std::string event;  // empty: no `event:` line
+    std::string event;      // empty: no `event:` line
+    bool has_data = false;  // `data` was given (a string; "" is an empty event)
 };
 
 // One Pushpin item that has an http-stream format.
