@@ -1221,11 +1221,12 @@ def phase48(ctx):
 
 
 @smoke.phase(49, "--workers 2: SIGHUP to the parent (logrotate's postrotate, systemd's ExecReload) reaches every "
-                 "worker, which reopens its access log, and the service keeps serving; the parent stops on SIGTERM")
+                 "worker, which reopens its access log, and the service keeps serving; the parent stops on SIGTERM; "
+                 "each worker's log lines say worker=N, and each says shutting down once (two loops each)")
 def phase49(ctx):
     path = ctx.tmpfile("access.log", "")
     os.unlink(path)
-    srv = ctx.server(DJANGO_ARGS + ["--workers", "2", "--access-log", path])
+    srv = ctx.server(DJANGO_ARGS + ["--workers", "2", "--loops", "2", "--access-log", path])
     srv.require_own("this phase signals the server's parent")
     check(http(srv.addr, "GET", "/hello").status == 200, "GET /hello before SIGHUP")
     os.rename(path, path + ".1")
@@ -1242,6 +1243,22 @@ def phase49(ctx):
         r = http(srv.addr, "GET", "/hello")
         check(r.status == 200, "GET /hello %d after SIGHUP: %s" % (i, r.summary()))
     check(len(wait_lines(path, 20)) == 20, "after SIGHUP the workers do not write the new file")
+    srv.stop()
+    lines = srv.log_text().splitlines()
+    for worker in (0, 1):
+        mine = [l for l in lines if l.startswith("m0serve worker=%d: " % worker)]
+        check(any(("listening on 127.0.0.1:%d as worker %d" % (srv.addr[1], worker)) in l for l in mine),
+              "no listening line of worker=%d: %s" % (worker, srv.log_tail(20)))
+        check(sum("SIGHUP: --access-log reopened" in l for l in mine) == 2,
+              "worker=%d does not say its two reopenings: %s" % (worker, srv.log_tail(20)))
+        downs = [l for l in mine if ": shutting down: " in l]
+        check(len(downs) == 1, "worker=%d says shutting down %d times, want once: %r" % (worker, len(downs), downs))
+    # The parent's own lines carry no worker.
+    check(any(l.startswith("m0serve: supervising 2 workers") for l in lines), "no parent line: %s" % srv.log_tail(20))
+    check(not any(l.startswith("m0serve: shutting down") for l in lines), "the parent says shutting down")
+    stray = [l for l in lines if l.startswith("m0serve: ") and "worker" not in l and "SIGHUP" not in l
+             and "signal SIG" not in l]
+    check(not stray, "lines from the workers without worker=N: %r" % stray[:5])
 
 
 @smoke.phase(50, "--check on a Django project runs Django's system checks and imports ROOT_URLCONF: a "
