@@ -167,7 +167,8 @@ const std::vector<Flag>& flags() {
                    "thread keeps the GIL while another waits for it; 0 leaves Python's own 0.005. "
                    "Longer than Python's own so that pool threads hand the GIL over between "
                    "requests rather than midway through one, where two requests meet on the app's "
-                   "locks (see Benchmark); a request that blocks still lets go at once, and one "
+                   "locks (docs/BENCHMARK.md, the switch interval); a request that blocks still "
+                   "lets go at once, and one "
                    "that computes longer still shares. The app may set its own",
             .to = short_seconds(AT(python_switch_interval), 1, "1"),
         },
@@ -210,7 +211,8 @@ const std::vector<Flag>& flags() {
                     "blocks, or * (default {default}; '' for none)",
             .doc = "as gunicorn's: peers whose `X-Forwarded-For` and `X-Forwarded-Proto` are "
                    "believed. Addresses, CIDR blocks (`10.0.0.0/8`, `fd00::/8`) or `*`; `''` "
-                   "trusts none. From such a peer, REMOTE_ADDR is the rightmost `X-Forwarded-For` "
+                   "trusts no TCP peer (a peer on a `unix:` listener stays trusted: see "
+                   "`--listen`). From such a peer, REMOTE_ADDR is the rightmost `X-Forwarded-For` "
                    "entry that is not itself a trusted proxy, and `wsgi.url_scheme` the last "
                    "`X-Forwarded-Proto` value when it is `http` or `https`; from any other peer "
                    "both headers are ignored (they reach the app as `HTTP_X_FORWARDED_*` only). A "
@@ -522,9 +524,10 @@ const std::vector<Flag>& flags() {
             .name = "admin-open",
             .kind = Flag::toggle,
             .help = "admin POSTs need no key; only with a loopback --admin-listen",
-            .doc = "admin POSTs need no key at all (a local Pushpin-style control port); a "
-                   "start-up error unless `--admin-listen` is given and is a `unix:` socket or "
-                   "resolves to loopback only (127.0.0.0/8, ::1), and with `--admin-key-file`",
+            .doc = "admin POSTs need no key at all (a local Pushpin-style control port). It "
+                   "needs an `--admin-listen` that is a `unix:` socket or resolves to loopback "
+                   "only (127.0.0.0/8, ::1), and excludes `--admin-key-file` (open or keyed, not "
+                   "both): otherwise a start-up error",
             .to = on(AT(server.admin_open)),
         },
         {

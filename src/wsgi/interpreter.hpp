@@ -22,7 +22,7 @@
 // and a lock handed to a thread that has no GIL makes every later access a
 // task switch. Once begun this goes on while the queue is full, at five to
 // twelve times the task switches per request and under half the requests/s;
-// at 0.02 s it was not seen (the README's Benchmark, "The switch interval";
+// at 0.02 s it was not seen (docs/BENCHMARK.md, "The switch interval";
 // the bench's `switches_per_req` row shows the state). A request still gives
 // the GIL up whenever it blocks, and one that computes longer than the
 // interval still shares it.
