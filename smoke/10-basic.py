@@ -513,6 +513,10 @@ def phase25(ctx):
              "bad-number")
     bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--max-hold-channels", "0"] + DJANGO_ARGS,
              "zero-hold-channels")
+    # A near miss names the flag it is nearest to.
+    for flag, near in (("--bind", "--listen"), ("--worker", "--workers"), ("--max-hold", "--max-holds")):
+        line = bad_flag(ctx, DJANGO_ARGS + [flag, "2"], "near-miss" + flag)
+        check("did you mean %s?" % near in line, "%s: the one line: %r" % (flag, line))
 
 
 @smoke.phase(26, "bad flags exit 2 with one line on stderr: bad mount spec --mount nope")
@@ -526,6 +530,16 @@ def phase27(ctx):
     line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--chdir", "fixtures/djangoproj",
                           "--mount", "/=no.such:app"], "unimportable")
     check("no.such" in line, "the one line does not name the module: %r" % line)
+    check("--log-level debug shows the traceback" in line, "no hint of the traceback: %r" % line)
+    # A positional APP is named as the user wrote it, not as a --mount.
+    line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--chdir", "fixtures/djangoproj",
+                          "no.such"], "unimportable-app")
+    check("for APP no.such:" in line and "--mount" not in line, "the one line: %r" % line)
+    # With --log-level debug the exception is logged whole instead of the hint.
+    rc, _, err = ctx.run_binary(["--listen", "127.0.0.1:%d" % free_port(), "--chdir", "fixtures/djangoproj",
+                                 "--log-level", "debug", "no.such"])
+    check(rc == 2 and "m0serve: error: cannot import no.such\n  | ModuleNotFoundError" in err
+          and "shows the traceback" not in err, "--log-level debug: rc %r, stderr %s" % (rc, short(err, 600)))
 
 
 @smoke.phase(28, "bad flags exit 2 with one line on stderr: port in use, also by another process's SO_REUSEPORT socket")
@@ -1158,11 +1172,18 @@ def phase47(ctx):
     check(rc == 0 and "configuration ok" in out, "--config with --check: exit %r, %s" % (rc, short(err)))
     bad = ctx.tmpfile("bad.toml", 'app = "djangoproj.wsgi"\nchdir = "fixtures/djangoproj"\n\nmax_holdz = 5\n')
     line = bad_flag(ctx, ["--config", bad, "--listen", "127.0.0.1:%d" % free_port()], "config-unknown-key")
-    check(line == "m0serve: %s:4: 'max_holdz' is not a flag m0serve knows (see --help)" % bad,
+    check(line == "m0serve: %s:4: 'max_holdz' is not a flag m0serve knows (did you mean 'max-holds'? "
+                  "see --help)" % bad,
           "an unknown key: %r" % line)
     typed = ctx.tmpfile("typed.toml", 'app = "djangoproj.wsgi"\nrealtime = "yes"\n')
     line = bad_flag(ctx, ["--config", typed, "--listen", "127.0.0.1:%d" % free_port()], "config-type")
     check(line == "m0serve: %s:2: 'realtime' wants true or false" % typed, "a wrong type: %r" % line)
+    # A bad value: the file, the line and the key, as the README promises.
+    valued = ctx.tmpfile("valued.toml", 'app = "djangoproj.wsgi"\nchdir = "fixtures/djangoproj"\n'
+                                        'max-holds = -1\n')
+    line = bad_flag(ctx, ["--config", valued, "--listen", "127.0.0.1:%d" % free_port()], "config-value")
+    check(line == "m0serve: %s:3: max-holds: wants a number from 0 to 10000000, got '-1'" % valued,
+          "a bad value: %r" % line)
 
 
 SWITCH_APP = """import sys
@@ -1200,11 +1221,12 @@ def phase48(ctx):
 
 
 @smoke.phase(49, "--workers 2: SIGHUP to the parent (logrotate's postrotate, systemd's ExecReload) reaches every "
-                 "worker, which reopens its access log, and the service keeps serving; the parent stops on SIGTERM")
+                 "worker, which reopens its access log, and the service keeps serving; the parent stops on SIGTERM; "
+                 "each worker's log lines say worker=N, and each says shutting down once (two loops each)")
 def phase49(ctx):
     path = ctx.tmpfile("access.log", "")
     os.unlink(path)
-    srv = ctx.server(DJANGO_ARGS + ["--workers", "2", "--access-log", path])
+    srv = ctx.server(DJANGO_ARGS + ["--workers", "2", "--loops", "2", "--access-log", path])
     srv.require_own("this phase signals the server's parent")
     check(http(srv.addr, "GET", "/hello").status == 200, "GET /hello before SIGHUP")
     os.rename(path, path + ".1")
@@ -1221,6 +1243,89 @@ def phase49(ctx):
         r = http(srv.addr, "GET", "/hello")
         check(r.status == 200, "GET /hello %d after SIGHUP: %s" % (i, r.summary()))
     check(len(wait_lines(path, 20)) == 20, "after SIGHUP the workers do not write the new file")
+    srv.stop()
+    lines = srv.log_text().splitlines()
+    for worker in (0, 1):
+        mine = [l for l in lines if l.startswith("m0serve worker=%d: " % worker)]
+        check(any(("listening on 127.0.0.1:%d as worker %d" % (srv.addr[1], worker)) in l for l in mine),
+              "no listening line of worker=%d: %s" % (worker, srv.log_tail(20)))
+        check(sum("SIGHUP: --access-log reopened" in l for l in mine) == 2,
+              "worker=%d does not say its two reopenings: %s" % (worker, srv.log_tail(20)))
+        downs = [l for l in mine if ": shutting down: " in l]
+        check(len(downs) == 1, "worker=%d says shutting down %d times, want once: %r" % (worker, len(downs), downs))
+    # The parent's own lines carry no worker.
+    check(any(l.startswith("m0serve: supervising 2 workers") for l in lines), "no parent line: %s" % srv.log_tail(20))
+    check(not any(l.startswith("m0serve: shutting down") for l in lines), "the parent says shutting down")
+    stray = [l for l in lines if l.startswith("m0serve: ") and "worker" not in l and "SIGHUP" not in l
+             and "signal SIG" not in l]
+    check(not stray, "lines from the workers without worker=N: %r" % stray[:5])
+
+
+@smoke.phase(50, "--check on a Django project runs Django's system checks and imports ROOT_URLCONF: a "
+                 "fresh startproject passes; a urls.py that does not import, or a check error, exits 2 "
+                 "with one line")
+def phase50(ctx):
+    d = tempfile.mkdtemp(prefix="m0-check-")
+    try:
+        subprocess.run(["/usr/bin/python3", "-m", "django", "startproject", "chk", d], check=True,
+                       capture_output=True, timeout=60)
+        args = ["--check", "--listen", "127.0.0.1:0", "--chdir", d, "chk.wsgi"]
+        rc, out, err = ctx.run_binary(args, 60)
+        check(rc == 0 and "configuration ok" in out, "a fresh project: rc %r, stderr %s" % (rc, short(err)))
+        urls = os.path.join(d, "chk", "urls.py")
+        with open(urls) as f:
+            good = f.read()
+        with open(urls, "w") as f:
+            f.write(good + "\nimport no_such_module_m0\n")
+        line = bad_flag(ctx, args, "urlconf", 60)
+        check("ROOT_URLCONF 'chk.urls' does not import: ModuleNotFoundError" in line
+              and "no_such_module_m0" in line, "a broken urls.py: the one line: %r" % line)
+        with open(urls, "w") as f:
+            f.write(good)
+        with open(os.path.join(d, "chk", "settings.py"), "a") as f:
+            f.write("\nSTATICFILES_DIRS = 'static'\n")  # staticfiles.E001: not a list
+        line = bad_flag(ctx, args, "system-check", 60)
+        check("Django's system checks found 1 error" in line and "staticfiles.E001" in line,
+              "a check error: the one line: %r" % line)
+        # Without --check the server starts as before (the URLconf is imported on first use).
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@smoke.phase(51, "systemd: under socket activation a --listen systemd did not pass, or an --admin-listen "
+                 "with no socket named admin, exits 2 with one line instead of being dropped")
+def phase51(ctx):
+    activate = shutil.which("systemd-socket-activate")
+    check(activate, "systemd-socket-activate is missing (Debian package systemd)")
+    binary = os.path.abspath(ctx.binary)
+    port, other = free_port(), free_port()
+    cases = [(["--listen", "127.0.0.1:%d" % other], "--listen 127.0.0.1:%d is not one of the 1 sockets" % other),
+             (["--admin-listen", "127.0.0.1:%d" % other], "systemd passed no socket named admin")]
+    for n, (extra, want) in enumerate(cases):
+        log_path = os.path.join(LOG_DIR, "%s-phase51-%d.log" % (SCRIPT, n))
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([activate, "-l", "127.0.0.1:%d" % port, "--fdname=http", binary] + extra
+                                    + DJANGO_ARGS, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while True:  # the first connection starts m0serve
+                try:
+                    socket.create_connection((HOST, port), timeout=5).close()
+                    break
+                except OSError:
+                    check(time.monotonic() < deadline, "systemd-socket-activate never listened")
+                    time.sleep(0.05)
+            rc = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        with open(log_path, "rb") as f:
+            # systemd-socket-activate's own lines aside.
+            lines = [l for l in f.read().decode("utf-8", "replace").splitlines() if l.startswith("m0serve")]
+        check(rc == 2 and len(lines) == 1 and want in lines[0],
+              "%r: rc %r, want 2 and one line with %r: %r" % (extra, rc, want, lines))
 
 
 if __name__ == "__main__":

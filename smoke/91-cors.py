@@ -82,8 +82,8 @@ def hold_head(ctx, srv, path, body, pool, origin):
     return head
 
 
-@smoke.phase(1, "start-up: a malformed origin, * with --cors-credentials, --cors-credentials alone: "
-                "exit 2 with one line naming the flag; --check logs the policy")
+@smoke.phase(1, "start-up: a malformed origin, * with --cors-credentials, --cors-credentials alone, "
+                "--cors-origin without --realtime: exit 2 with one line naming the flag; --check logs the policy")
 def phase1(ctx):
     base = ["--listen", "127.0.0.1:0", "--mount", "/=mojo", "--realtime"]
     for extra, want in [
@@ -100,6 +100,11 @@ def phase1(ctx):
         check(rc == 2, "%r: exit %r, want 2 (stderr %s)" % (extra, rc, short(err)))
         check(len(lines) == 1 and want in lines[0], "%r: want one line naming %r, got %s" % (
             extra, want, short(err)))
+    # Without --realtime there are no hold heads to shape: refused, as --bus is.
+    rc, out, err = ctx.run_binary([a for a in base if a != "--realtime"] + ["--cors-origin", "http://a.test"])
+    lines = err.strip().splitlines()
+    check(rc == 2 and len(lines) == 1 and "--cors-origin http://a.test needs --realtime" in lines[0],
+          "--cors-origin without --realtime: exit %r, stderr %s" % (rc, short(err)))
     rc, out, err = ctx.run_binary(base + ["--check", "--cors-origin", "HTTP://127.0.0.2:8080",
                                           "--cors-origin", "https://app.example:443",
                                           "--cors-credentials"])

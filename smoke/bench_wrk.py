@@ -6,8 +6,8 @@ second (wrk -t1 -c4), then measured with `wrk -t2 -c50 -d<seconds>s
 wrk's output; the server's CPU and its task switches per request (every
 process under its PID, every thread) from /proc before and after. Django's
 requests cost m0serve about 3 task switches each; 15 and more is the GIL
-and the app's locks handed back and forth inside requests (README,
-Benchmark: the switch interval).
+and the app's locks handed back and forth inside requests (docs/BENCHMARK.md,
+the switch interval).
 
     m0serve   fixtures/djangoproj on m0serve, --blocking-threads 4
     m0serve-1loop  the same with --loops 1

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 
 #include "app/flags.hpp"
@@ -54,7 +55,8 @@ std::optional<std::string> scalar(const toml::node& n) {
 
 }  // namespace
 
-std::vector<std::string> config_args(const std::string& path, const std::vector<std::string>& cli) {
+std::vector<std::string> config_args(const std::string& path, const std::vector<std::string>& cli,
+                                     std::vector<std::string>* origins) {
     toml::table doc;
     try {
         doc = toml::parse_file(path);
@@ -73,6 +75,10 @@ std::vector<std::string> config_args(const std::string& path, const std::vector<
     std::stable_sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) {
         return a.second->source().begin < b.second->source().begin;
     });
+    // Each flag's key as first written, and its line: `max_holds` and
+    // `max-holds` are one flag, and a second spelling would silently win.
+    std::map<std::string, std::pair<std::string, uint32_t>> seen;
+    std::vector<std::pair<size_t, std::string>> starts;  // first argument of a key, its origin
     for (const auto& [key, node] : keys) {
         std::string name = key;
         std::replace(name.begin(), name.end(), '_', '-');
@@ -80,6 +86,12 @@ std::vector<std::string> config_args(const std::string& path, const std::vector<
         auto bad = [&](const std::string& why) -> OptionError {
             return OptionError(at + ": '" + key + "' " + why);
         };
+        auto [first, fresh] = seen.try_emplace(name, key, node->source().begin.line);
+        if (!fresh)
+            throw bad("is given twice: also as '" + first->second.first + "' on line " +
+                      std::to_string(first->second.second) + " (keep one)");
+        // The arguments from out.size() on are this key's.
+        starts.emplace_back(out.size(), at + ": " + key);
         if (name == "app") {
             auto v = node->value<std::string>();
             if (!v) throw bad("wants a string (module.path or module.path:callable)");
@@ -87,7 +99,11 @@ std::vector<std::string> config_args(const std::string& path, const std::vector<
             continue;
         }
         const Flag* f = find_flag(name);
-        if (!f) throw bad("is not a flag m0serve knows (see --help)");
+        if (!f) {
+            std::string near = nearest_flag(name, true);
+            throw bad("is not a flag m0serve knows (" +
+                      (near.empty() ? "" : "did you mean '" + near + "'? ") + "see --help)");
+        }
         if (f->cli_only) throw bad("is a command-line flag only");
         const std::string flag = "--" + name;
         switch (f->kind) {
@@ -128,6 +144,11 @@ std::vector<std::string> config_args(const std::string& path, const std::vector<
             }
         }
     }
+    if (origins)
+        for (size_t k = 0; k < starts.size(); ++k) {
+            size_t end = k + 1 < starts.size() ? starts[k + 1].first : out.size();
+            origins->resize(origins->size() + end - starts[k].first, starts[k].second);
+        }
     return out;
 }
 

@@ -11,8 +11,9 @@
 // A value flag takes a string or a number, a switch true or false, a
 // repeatable flag a string or an array of strings. The command line wins:
 // its value flags come later, and a repeatable flag or APP it gives
-// replaces the file's. An unknown key, or a value of the wrong type, is an
-// OptionError naming the file, the line and the key.
+// replaces the file's. An unknown key (with the nearest flag, if one is
+// near), a key given twice in its two spellings, or a value of the wrong
+// type, is an OptionError naming the file, the line and the key.
 #pragma once
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ namespace m0::app {
 
 // The arguments FILE stands for, to go before the command line's. `cli` is
 // the command line (argv[0] first, --config taken out).
-std::vector<std::string> config_args(const std::string& path, const std::vector<std::string>& cli);
+// `origins`, when given, gets "FILE:LINE: key" for each argument returned.
+std::vector<std::string> config_args(const std::string& path, const std::vector<std::string>& cli,
+                                     std::vector<std::string>* origins = nullptr);
 
 }  // namespace m0::app

@@ -36,8 +36,9 @@ double parse_short_seconds(const std::string& flag, const std::string& v, double
 void parse_hostport(const std::string& flag, const std::string& v, std::string& host,
                     uint16_t& port) {
     size_t colon = v.rfind(':');
-    if (colon == std::string::npos || colon == 0) fail(flag + " wants HOST:PORT, got '" + v + "'");
-    host = v.substr(0, colon);
+    if (colon == std::string::npos) fail(flag + " wants HOST:PORT, got '" + v + "'");
+    // `:PORT` is every IPv4 interface, as gunicorn's `--bind :PORT` is.
+    host = colon == 0 ? "0.0.0.0" : v.substr(0, colon);
     port = parse_number<uint16_t>(flag, v.substr(colon + 1), 0, 65535);
 }
 
@@ -149,7 +150,7 @@ void mount(Parsing& p, const std::string&, const std::string& m) {
     size_t e = m.find('=');
     if (e == std::string::npos || e == 0 || m[0] != '/' || e + 1 == m.size())
         fail("--mount wants PREFIX=SPEC with PREFIX starting with '/', got '" + m + "'");
-    MountSpec ms{m.substr(0, e), m.substr(e + 1), false};
+    MountSpec ms{m.substr(0, e), m.substr(e + 1), false, "--mount " + m};
     ms.wsgi = ms.spec.find(':') != std::string::npos;
     if (!ms.wsgi) {
         bool found = false;

@@ -37,14 +37,17 @@ const std::vector<Flag>& flags() {
             .metavar = "HOST:PORT|unix:PATH",
             .shown = "`127.0.0.1:8000`",
             .help = "where to serve; repeatable (default {default})",
-            .doc = "where to accept HTTP connections (HOST: an address, a name such as "
-                   "`localhost`, or `[::1]`); repeatable: every one serves. `unix:PATH` is a unix "
-                   "stream socket: a stale socket file (nobody accepting) is replaced, a live one "
-                   "or another kind of file is a start-up error, and the file is removed at exit. "
-                   "A peer on a unix socket is trusted as a proxy (its X-Forwarded-For / -Proto "
-                   "are believed, as gunicorn does: only local processes the file's mode admits "
-                   "can connect); its SERVER_NAME is `localhost`, SERVER_PORT 80. Not with "
-                   "`--workers` (a unix socket is bound once; use TCP, or systemd's sockets)",
+            .doc =
+                "where to accept HTTP connections (HOST: an address, a name such as "
+                "`localhost`, or `[::1]`; `:PORT` alone is every IPv4 interface, `0.0.0.0:PORT`, "
+                "as gunicorn's `--bind :PORT` is); repeatable: every one serves. `unix:PATH` is "
+                "a unix "
+                "stream socket: a stale socket file (nobody accepting) is replaced, a live one "
+                "or another kind of file is a start-up error, and the file is removed at exit. "
+                "A peer on a unix socket is trusted as a proxy (its X-Forwarded-For / -Proto "
+                "are believed, as gunicorn does: only local processes the file's mode admits "
+                "can connect); its SERVER_NAME is `localhost`, SERVER_PORT 80. Not with "
+                "`--workers` (a unix socket is bound once; use TCP, or systemd's sockets)",
             .to = custom(set::listen),
         },
         {
@@ -164,7 +167,8 @@ const std::vector<Flag>& flags() {
                    "thread keeps the GIL while another waits for it; 0 leaves Python's own 0.005. "
                    "Longer than Python's own so that pool threads hand the GIL over between "
                    "requests rather than midway through one, where two requests meet on the app's "
-                   "locks (see Benchmark); a request that blocks still lets go at once, and one "
+                   "locks (docs/BENCHMARK.md, the switch interval); a request that blocks still "
+                   "lets go at once, and one "
                    "that computes longer still shares. The app may set its own",
             .to = short_seconds(AT(python_switch_interval), 1, "1"),
         },
@@ -207,7 +211,8 @@ const std::vector<Flag>& flags() {
                     "blocks, or * (default {default}; '' for none)",
             .doc = "as gunicorn's: peers whose `X-Forwarded-For` and `X-Forwarded-Proto` are "
                    "believed. Addresses, CIDR blocks (`10.0.0.0/8`, `fd00::/8`) or `*`; `''` "
-                   "trusts none. From such a peer, REMOTE_ADDR is the rightmost `X-Forwarded-For` "
+                   "trusts no TCP peer (a peer on a `unix:` listener stays trusted: see "
+                   "`--listen`). From such a peer, REMOTE_ADDR is the rightmost `X-Forwarded-For` "
                    "entry that is not itself a trusted proxy, and `wsgi.url_scheme` the last "
                    "`X-Forwarded-Proto` value when it is `http` or `https`; from any other peer "
                    "both headers are ignored (they reach the app as `HTTP_X_FORWARDED_*` only). A "
@@ -456,7 +461,8 @@ const std::vector<Flag>& flags() {
                    "head says `Access-Control-Allow-Origin: *`. With the flag, m0serve owns these "
                    "fields on hold heads (a handler's own are replaced). **Holds only**: ordinary "
                    "answers are the application's (django-cors-headers, say), so the two never "
-                   "write the field twice. A malformed value exits 2",
+                   "write the field twice. A malformed value, or the flag without `--realtime`, "
+                   "exits 2",
             .to = custom(set::cors_origin),
         },
         {
@@ -518,9 +524,10 @@ const std::vector<Flag>& flags() {
             .name = "admin-open",
             .kind = Flag::toggle,
             .help = "admin POSTs need no key; only with a loopback --admin-listen",
-            .doc = "admin POSTs need no key at all (a local Pushpin-style control port); a "
-                   "start-up error unless `--admin-listen` is given and is a `unix:` socket or "
-                   "resolves to loopback only (127.0.0.0/8, ::1), and with `--admin-key-file`",
+            .doc = "admin POSTs need no key at all (a local Pushpin-style control port). It "
+                   "needs an `--admin-listen` that is a `unix:` socket or resolves to loopback "
+                   "only (127.0.0.0/8, ::1), and excludes `--admin-key-file` (open or keyed, not "
+                   "both): otherwise a start-up error",
             .to = on(AT(server.admin_open)),
         },
         {
@@ -540,7 +547,9 @@ const std::vector<Flag>& flags() {
             .doc = "loads everything (imports the apps, reads the key files, starts the bus), "
                    "binds the listeners, logs the configuration block, prints `m0serve: "
                    "configuration ok` and exits 0 without serving; any failure exits 2 with its "
-                   "one line",
+                   "one line. For a Django app it also imports `ROOT_URLCONF` (Django itself "
+                   "waits for the first request) and runs Django's system checks as `manage.py "
+                   "check` does (no database checks): an error fails, a warning is logged",
             .to = on(AT(check)),
             .cli_only = true,
         },

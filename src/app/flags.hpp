@@ -68,6 +68,10 @@ struct Flag {
 const std::vector<Flag>& flags();
 // The row of --NAME (NAME without the dashes; not the positional); null when none.
 const Flag* find_flag(std::string_view name);
+// The flag (its name, no dashes) a name m0serve does not know is nearest to,
+// by edit distance or a few other servers' names (bind: listen); empty when
+// none is near. `config_key`: not a command-line-only flag (near_miss.cpp).
+std::string nearest_flag(std::string_view name, bool config_key);
 
 // --help's text.
 std::string usage();

@@ -12,8 +12,12 @@ namespace m0::app {
 
 // The flags in `args` (args[0] is the program), by the flag table; then the
 // checks that look at several flags at once.
+// `origins`, when given, says for each of `args` where it came from
+// ("FILE:LINE: key" for a --config key's, empty for the command line's): a
+// bad value from the file is named by its file and line.
 static Options parse_args(const std::vector<std::string>& args,
-                          const std::vector<std::string>& known_mojo) {
+                          const std::vector<std::string>& known_mojo,
+                          const std::vector<std::string>& origins = {}) {
     Parsing p{.known_mojo = known_mojo};
     Options& o = p.o;
     const Flag* app = nullptr;
@@ -29,6 +33,7 @@ static Options parse_args(const std::vector<std::string>& args,
         }
         if (a == "-h") a = "--help";
         const Flag* f = a.starts_with("--") ? find_flag(std::string_view(a).substr(2)) : nullptr;
+        const std::string& origin = i < origins.size() ? origins[i] : "";
         if (f && f->kind == Flag::toggle) {
             f->to.set(p, a, "");  // a switch ignores any =VALUE, as it always has
         } else if (f) {
@@ -36,11 +41,25 @@ static Options parse_args(const std::vector<std::string>& args,
                 if (i + 1 >= args.size()) fail(a + " needs a value");
                 v = args[++i];
             }
-            f->to.set(p, a, v);
+            try {
+                f->to.set(p, a, v);
+            } catch (const OptionError& e) {
+                if (origin.empty()) throw;
+                // "FILE:LINE: key: why", the flag's name taken off the why.
+                std::string why = e.what();
+                if (why.starts_with(a + ": "))
+                    why.erase(0, a.size() + 2);
+                else if (why.starts_with(a + " "))
+                    why.erase(0, a.size() + 1);
+                fail(origin + ": " + why);
+            }
         } else if (!a.starts_with("-") && !a.empty()) {
             app->to.set(p, "APP", a);
         } else {
-            fail("unknown option '" + args[i] + "' (see --help)");
+            std::string near =
+                a.starts_with("--") ? nearest_flag(std::string_view(a).substr(2), false) : "";
+            fail("unknown option '" + args[i] + "' (" +
+                 (near.empty() ? "" : "did you mean --" + near + "? ") + "see --help)");
         }
     }
     {
@@ -51,9 +70,13 @@ static Options parse_args(const std::vector<std::string>& args,
         auto cors = http::CorsPolicy::make(p.cors_origins, p.cors_credentials, err);
         if (!cors) fail("--cors-origin: " + err);
         o.server.cors = *cors;
+        // As --bus: a flag of holds means nothing without them.
+        if (!p.cors_origins.empty() && !o.realtime)
+            fail("--cors-origin " + p.cors_origins.front() +
+                 " needs --realtime (it shapes hold heads only)");
     }
     if (const auto& positional = p.app) {
-        MountSpec ms{"/", *positional, true};
+        MountSpec ms{"/", *positional, true, "APP " + *positional};
         if (ms.spec.find(':') == std::string::npos) ms.spec += ":application";
         if (ms.spec.front() == ':' || ms.spec.back() == ':')
             fail("APP wants module.path or module.path:callable, got '" + *positional + "'");
@@ -64,6 +87,7 @@ static Options parse_args(const std::vector<std::string>& args,
     }
     if (o.mounts.empty())
         fail("nothing to serve: give an APP (module.path) or at least one --mount PREFIX=SPEC");
+    o.listens_given = !o.listens.empty();
     if (o.listens.empty()) o.listens.push_back({"127.0.0.1", 8000, ""});
     if (o.server.admin_open) {
         if (!o.admin) fail("--admin-open needs --admin-listen");
@@ -123,11 +147,12 @@ Options parse_options(int argc, char** argv, const std::vector<std::string>& kno
         }
     }
     if (!config) return parse_args(cli, known_mojo);
-    std::vector<std::string> from_file = config_args(*config, cli);
+    std::vector<std::string> origins{""};
+    std::vector<std::string> from_file = config_args(*config, cli, &origins);
     std::vector<std::string> args{cli.front()};
     args.insert(args.end(), from_file.begin(), from_file.end());
     args.insert(args.end(), cli.begin() + 1, cli.end());
-    return parse_args(args, known_mojo);
+    return parse_args(args, known_mojo, origins);
 }
 
 }  // namespace m0::app

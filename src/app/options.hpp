@@ -29,6 +29,7 @@ class OptionError : public std::runtime_error {
 struct MountSpec {
     std::string prefix, spec;
     bool wsgi = false;
+    std::string given;  // as the user wrote it, for messages: "APP config.wsgi"; empty: --mount
 };
 
 // Where to listen: HOST:PORT, or unix:PATH.
@@ -43,6 +44,7 @@ struct ListenSpec {
 
 struct Options {
     std::vector<ListenSpec> listens;        // --listen, repeatable; none given: 127.0.0.1:8000
+    bool listens_given = false;             // a --listen was given (not the default)
     std::optional<ListenSpec> admin;        // --admin-listen
     server::UnixSocketOptions unix_socket;  // --unix-mode, --unix-owner
     // Sockets systemd passed (LISTEN_FDS): fd and its FileDescriptorName; when

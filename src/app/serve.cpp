@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/activation.hpp"
 #include "app/app.hpp"
 #include "app/options.hpp"
 #include "bus/channel.hpp"
@@ -46,6 +47,7 @@
 #include "server/access_log.hpp"
 #include "server/loop_set.hpp"
 #include "server/server.hpp"
+#include "wsgi/django_check.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/virtualenv.hpp"
 #include "wsgi/wsgi_pool.hpp"
@@ -58,7 +60,7 @@ namespace {
 constexpr double kRedisStartWait = 3.0;
 
 [[noreturn]] void die(const std::string& why) {
-    std::fprintf(stderr, "m0serve: %s\n", why.c_str());
+    std::fprintf(stderr, "%s: %s\n", log::prefix().c_str(), why.c_str());
     std::exit(2);
 }
 
@@ -150,13 +152,23 @@ int default_loops(int workers) {
     return std::max(1, cores / std::max(1, workers));
 }
 
+// What SIGTERM and SIGINT stop: the loops, counted by the process's metrics.
+struct Stopping {
+    m0::server::LoopSet* loops;
+    const m0::Metrics* metrics;
+};
+
 void on_signal(evutil_socket_t sig, short, void* arg) {
-    auto& loops = *static_cast<m0::server::LoopSet*>(arg);
+    auto& stopping = *static_cast<Stopping*>(arg);
+    auto& loops = *stopping.loops;
     if (loops[0].server->shutting_down()) {
         M0_LOG(warn, "second signal: stopping now");
         std::_Exit(sig == SIGINT ? 130 : 0);
     }
     M0_LOG(info, "signal ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": stopping");
+    // Once for the process (each loop says its own part at debug).
+    M0_LOG(info, "shutting down: ", std::to_string(stopping.metrics->connections_open.load()),
+           " connections, ", std::to_string(stopping.metrics->holds_open.load()), " holds");
     proc::notify_stopping(sig == SIGINT ? "SIGINT: stopping" : "SIGTERM: stopping");
     loops.on_every_loop([](m0::server::Server& s) { s.shutdown(); });
 }
@@ -379,6 +391,8 @@ std::string find_package_dir(std::string built_in) {
 int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::string& package_dir,
           const VenvUse& venv) {
     signal(SIGPIPE, SIG_IGN);
+    // A worker's lines say which worker wrote them (--check forks none).
+    if (o.workers > 1 && !o.check) log::set_worker(worker);
     // --loops by default: one per core (shared by the workers); one on Redis.
     if (o.loops == 0) o.loops = o.redis ? 1 : default_loops(o.workers);
     size_connections(o, raise_fd_limit());
@@ -463,9 +477,11 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         if (!m0::wsgi::start(po, bus, err)) die(err);
         for (size_t i = 0; i < o.mounts.size(); ++i) {
             if (!o.mounts[i].wsgi) continue;
-            apps[i] = m0::wsgi::load_app(o.mounts[i].spec, err);
+            apps[i] = m0::wsgi::load_app(o.mounts[i].spec, err, o.mounts[i].given);
             if (!apps[i]) die(err);
         }
+        // Django imports the URLconf at the first request: --check asks now.
+        if (o.check && m0::wsgi::check_django(err) == m0::wsgi::DjangoCheck::failed) die(err);
         m0::wsgi::release_main_gil();
     }
 
@@ -539,8 +555,9 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         sigemptyset(&hup);
         sigaddset(&hup, SIGHUP);
         pthread_sigmask(SIG_UNBLOCK, &hup, nullptr);
-        event* sigterm = evsignal_new(loops[0].loop.base(), SIGTERM, on_signal, &loops);
-        event* sigint = evsignal_new(loops[0].loop.base(), SIGINT, on_signal, &loops);
+        Stopping stopping{&loops, &metrics};
+        event* sigterm = evsignal_new(loops[0].loop.base(), SIGTERM, on_signal, &stopping);
+        event* sigint = evsignal_new(loops[0].loop.base(), SIGINT, on_signal, &stopping);
         event_add(sigterm, nullptr);
         event_add(sigint, nullptr);
 
@@ -623,6 +640,7 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
     log::set_level(o.level);
     // Socket activation is read before any fork: LISTEN_PID names this process.
     if (std::string err; !proc::systemd_sockets(o.systemd_fds, err)) die(err);
+    if (std::string why = activation_conflict(o); !why.empty()) die(why);
     if (!o.systemd_fds.empty() && o.check) o.systemd_fds.clear();  // --check binds its own
     std::string package_dir = find_package_dir(std::move(python_package_dir));
     const VenvUse venv = check_virtualenv(o);

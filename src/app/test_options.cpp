@@ -1,3 +1,5 @@
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -8,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "app/activation.hpp"
 #include "app/flags.hpp"
 
 using m0::app::OptionError;
@@ -80,6 +83,8 @@ TEST_CASE("options: --listen repeats, takes unix:PATH, and defaults to 127.0.0.1
 
 TEST_CASE("options: bad input is one line naming the flag", "[app][options]") {
     CHECK(error_of({"app", "--bogus"}) == "unknown option '--bogus' (see --help)");
+    CHECK(error_of({"app", "--cors-origin", "http://a.test"}) ==
+          "--cors-origin http://a.test needs --realtime (it shapes hold heads only)");
     CHECK(error_of({"app", "--blocking-threads", "0"}) ==
           "--blocking-threads wants a number from 1 to 1024, got '0'");
     CHECK(error_of({"app", "--listen"}) == "--listen needs a value");
@@ -233,7 +238,9 @@ TEST_CASE(
     "[app][options][config]") {
     TempToml unknown("app = \"a.wsgi\"\n\nblocking_thread = 8\n");
     CHECK(error_of({"--config", unknown.path}) ==
-          unknown.path + ":3: 'blocking_thread' is not a flag m0serve knows (see --help)");
+          unknown.path +
+              ":3: 'blocking_thread' is not a flag m0serve knows (did you mean "
+              "'blocking-threads'? see --help)");
     TempToml toggle("app = \"a.wsgi\"\nrealtime = \"yes\"\n");
     CHECK(error_of({"--config", toggle.path}) ==
           toggle.path + ":2: 'realtime' wants true or false");
@@ -246,9 +253,20 @@ TEST_CASE(
     TempToml only("app = \"a.wsgi\"\ncheck = true\n");
     CHECK(error_of({"--config", only.path}) ==
           only.path + ":2: 'check' is a command-line flag only");
-    TempToml flagvalue("app = \"a.wsgi\"\nblocking-threads = 0\n");
+    // A bad value is named by its file, line and key as written.
+    TempToml flagvalue("app = \"a.wsgi\"\n\nblocking_threads = 0\n");
     CHECK(error_of({"--config", flagvalue.path}) ==
-          "--blocking-threads wants a number from 1 to 1024, got '0'");
+          flagvalue.path + ":3: blocking_threads: wants a number from 1 to 1024, got '0'");
+    TempToml listvalue("app = \"a.wsgi\"\nmount = [\"/a=mojo\", \"nope\"]\n");
+    CHECK(error_of({"--config", listvalue.path})
+              .starts_with(listvalue.path + ":2: mount: wants PREFIX=SPEC"));
+    TempToml colon("app = \"a.wsgi\"\nunix-owner = \"root:no-such-group-m0\"\n");
+    CHECK(error_of({"--config", colon.path}) ==
+          colon.path + ":2: unix-owner: no group 'no-such-group-m0'");
+    // A bad value on the command line: the flag's own line, no file.
+    TempToml fine("app = \"a.wsgi\"\nblocking_threads = 8\n");
+    CHECK(error_of({"--config", fine.path, "--blocking-threads", "2000"}) ==
+          "--blocking-threads wants a number from 1 to 1024, got '2000'");
     TempToml syntax("app = \"a.wsgi\"\nlisten = [\n");
     CHECK(error_of({"--config", syntax.path}).starts_with("--config " + syntax.path + ":"));
     CHECK(error_of({"--config", "/nonexistent/m0serve.toml"})
@@ -312,4 +330,114 @@ TEST_CASE("options: --virtualenv DIR is kept as given, also as a config key; emp
     CHECK(error_of({"app", "--virtualenv="}) == "--virtualenv wants a directory (a venv's)");
     TempToml file("app = \"a.wsgi\"\nvirtualenv = \"/srv/venv\"\n");
     CHECK(parse({"--config", file.path}).virtualenv == "/srv/venv");
+}
+
+TEST_CASE("options: --config FILE: one flag in both spellings is refused, naming both lines",
+          "[app][options][config]") {
+    TempToml both("app = \"a.wsgi\"\nmax_holds = 3\nrealtime = true\nmax-holds = 4\n");
+    CHECK(error_of({"--config", both.path}) ==
+          both.path + ":4: 'max-holds' is given twice: also as 'max_holds' on line 2 (keep one)");
+    TempToml one("app = \"a.wsgi\"\nmax_holds = 3\n");
+    CHECK(parse({"--config", one.path}).max_holds == 3);
+}
+
+TEST_CASE("options: a near-miss flag or key names the flag it is nearest to", "[app][options]") {
+    CHECK(error_of({"app", "--bind", ":8000"}) ==
+          "unknown option '--bind' (did you mean --listen? see --help)");
+    CHECK(error_of({"app", "--bind=:8000"}) ==
+          "unknown option '--bind=:8000' (did you mean --listen? see --help)");
+    CHECK(error_of({"app", "--worker", "2"}) ==
+          "unknown option '--worker' (did you mean --workers? see --help)");
+    CHECK(error_of({"app", "--max-hold", "5"}) ==
+          "unknown option '--max-hold' (did you mean --max-holds? see --help)");
+    CHECK(error_of({"app", "--threads", "8"}).find("did you mean --blocking-threads?") !=
+          std::string::npos);
+    CHECK(error_of({"app", "--realtim"}).find("did you mean --realtime?") != std::string::npos);
+    CHECK(error_of({"app", "--admin-key", "k"}).find("did you mean --admin-key-file?") !=
+          std::string::npos);
+    CHECK(error_of({"app", "--frobnicate"}) == "unknown option '--frobnicate' (see --help)");
+    CHECK(m0::app::nearest_flag("max_holds_", false) == "max-holds");
+    CHECK(m0::app::nearest_flag("chek", false) == "check");
+    CHECK(m0::app::nearest_flag("chek", true) != "check");  // not a config key
+    TempToml bind("app = \"a.wsgi\"\nbind = \"127.0.0.1:8000\"\n");
+    CHECK(error_of({"--config", bind.path}) ==
+          bind.path + ":2: 'bind' is not a flag m0serve knows (did you mean 'listen'? see --help)");
+    TempToml thread("app = \"a.wsgi\"\nblocking_thread = 8\n");
+    CHECK(error_of({"--config", thread.path}).find("did you mean 'blocking-threads'?") !=
+          std::string::npos);
+}
+
+TEST_CASE("options: --listen :PORT is every IPv4 interface, as gunicorn's --bind :PORT",
+          "[app][options]") {
+    auto o = parse({"app", "--listen", ":8000", "--admin-listen", ":8001"});
+    REQUIRE(o.listens.size() == 1);
+    CHECK(o.listens[0].host == "0.0.0.0");
+    CHECK(o.listens[0].port == 8000);
+    CHECK(o.listens_given);
+    REQUIRE(o.admin);
+    CHECK(o.admin->text() == "0.0.0.0:8001");
+    CHECK_FALSE(parse({"app"}).listens_given);
+    CHECK(error_of({"app", "--listen", "8000"}) == "--listen wants HOST:PORT, got '8000'");
+    CHECK(error_of({"app", "--listen", ":"}).starts_with("--listen wants a number"));
+    // Still no key-less admin port on every interface.
+    CHECK(error_of({"app", "--admin-listen", ":8001", "--admin-open"})
+              .starts_with("--admin-open needs a loopback or unix: --admin-listen"));
+}
+
+namespace {
+
+// A TCP socket bound to 127.0.0.1 on a free port, as systemd passes one.
+struct Bound {
+    int fd = -1;
+    uint16_t port = 0;
+    Bound() {
+        fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(fd >= 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+        socklen_t len = sizeof a;
+        REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+        port = ntohs(a.sin_port);
+    }
+    ~Bound() { ::close(fd); }
+    std::string addr() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "options: under socket activation a --listen or --admin-listen the passed sockets do not "
+    "cover is refused, not dropped",
+    "[app][options][systemd]") {
+    Bound http, admin, other;
+    auto activated = [&](std::vector<std::string> args, bool with_admin) {
+        Options o = parse(std::move(args));
+        o.systemd_fds = {{http.fd, "http"}};
+        if (with_admin) o.systemd_fds.push_back({admin.fd, "admin"});
+        return m0::app::activation_conflict(o);
+    };
+    // No flags, or flags naming the passed sockets: served as systemd says.
+    CHECK(activated({"app"}, true).empty());
+    CHECK(
+        activated({"app", "--listen", http.addr(), "--admin-listen", admin.addr()}, true).empty());
+    CHECK(activated({"app", "--listen", "localhost:" + std::to_string(http.port)}, false).empty());
+    // A --listen systemd did not pass.
+    std::string why = activated({"app", "--listen", other.addr()}, true);
+    CHECK(why.starts_with("socket activation: --listen " + other.addr() + " is not one of the 2 "));
+    CHECK(why.find("ListenStream=") != std::string::npos);
+    // --admin-listen with no socket named admin: publishing would stop.
+    why = activated({"app", "--admin-listen", admin.addr()}, false);
+    CHECK(why == "socket activation: --admin-listen " + admin.addr() +
+                     " would not be bound: systemd passed no socket named admin "
+                     "(FileDescriptorName=admin in its .socket unit)");
+    // --admin-listen naming another address than the passed admin socket.
+    why = activated({"app", "--admin-listen", other.addr()}, true);
+    CHECK(why.starts_with("socket activation: --admin-listen " + other.addr() +
+                          " is not the socket systemd passed as admin"));
+    // The admin socket's address given as --listen is not a client listener.
+    CHECK_FALSE(activated({"app", "--listen", admin.addr()}, true).empty());
+    // Without socket activation nothing is refused.
+    CHECK(m0::app::activation_conflict(parse({"app", "--listen", other.addr()})).empty());
 }

@@ -247,6 +247,8 @@ bool decode_item(const json& item, PushpinItem& out, bool& served, std::string& 
 bool decode_publish(std::string_view body, AdminEvent& out, std::string& err) {
     json j;
     if (!flat_object(body, j, err)) return false;
+    auto data = j.find("data");
+    out.has_data = data != j.end() && !data->is_null();
     return optional_string(j, "channel", out.channel, err) &&
            optional_string(j, "data", out.data, err) && optional_string(j, "event", out.event, err);
 }

@@ -24,7 +24,8 @@ namespace m0::http {
 struct AdminEvent {
     std::string channel;
     std::string data;
-    std::string event;  // empty: no `event:` line
+    std::string event;      // empty: no `event:` line
+    bool has_data = false;  // `data` was given (a string; "" is an empty event)
 };
 
 // Pushpin's http-response format: the answer of the channel's long-polls

@@ -77,10 +77,14 @@ TEST_CASE("json: a publish body gives its channel, data and event", "[http][json
     CHECK(ev.channel == "news");
     CHECK(ev.data == "hello world");
     CHECK(ev.event == "update");
+    CHECK(ev.has_data);
     ev = good(" \t\r\n{ \"channel\" : \"a\" } \n");
     CHECK(ev.channel == "a");
     CHECK(ev.data.empty());
+    CHECK_FALSE(ev.has_data);  // the admin API refuses it: 400 missing data
     CHECK(ev.event.empty());
+    CHECK_FALSE(good(R"({"channel":"a","data":null})").has_data);
+    CHECK(good(R"({"channel":"a","data":""})").has_data);
     SECTION("null leaves a key absent, other keys are ignored") {
         ev = good(R"({"channel":"a","event":null,"data":"x","other":"y"})");
         CHECK(ev.event.empty());

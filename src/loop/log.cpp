@@ -7,6 +7,10 @@
 namespace m0::log {
 namespace {
 std::atomic<int> g_level{static_cast<int>(Level::info)};
+std::string& g_prefix() {
+    static std::string p = "m0serve";  // set before threads start, read after
+    return p;
+}
 const char* name(Level l) {
     switch (l) {
         case Level::debug:
@@ -52,8 +56,12 @@ std::string format_line(std::string_view line) {
     return out;
 }
 
+void set_worker(int worker) { g_prefix() = "m0serve worker=" + std::to_string(worker); }
+
+const std::string& prefix() { return g_prefix(); }
+
 void write(Level l, std::string_view line) {
-    std::string out = "m0serve: ";
+    std::string out = g_prefix() + ": ";
     if (l != Level::info) out.append(name(l)).append(": ");
     while (!line.empty() && line.back() == '\n') line.remove_suffix(1);
     out.append(format_line(line));

@@ -14,7 +14,14 @@ Level level();
 // Parses "debug", "info", "warn", "error"; false on anything else.
 bool parse_level(std::string_view text, Level& out);
 
-// Writes "m0serve: [LEVEL: ]" + format_line(line) + LF.
+// Under --workers each worker's lines say which worker wrote them:
+// "m0serve worker=N: ...". Call once, in the worker process, before any
+// thread of it starts.
+void set_worker(int worker);
+// "m0serve", or "m0serve worker=N" in a worker: what every line starts with.
+const std::string& prefix();
+
+// Writes prefix() + ": [LEVEL: ]" + format_line(line) + LF.
 void write(Level level, std::string_view line);
 // What write() makes of a message that may carry client input: every control
 // byte (below 0x20, and 0x7f) but LF is written \xNN, and each LF starts a

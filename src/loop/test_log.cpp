@@ -13,3 +13,10 @@ TEST_CASE("log: control bytes are written as \\xNN and a line feed starts a cont
     CHECK(format_line("first\nm0serve: error: forged") == "first\n  | m0serve: error: forged");
     CHECK(format_line("caf\xc3\xa9") == "caf\xc3\xa9");  // UTF-8 passes as it is
 }
+
+TEST_CASE("log: a worker's lines start with its number, the parent's with the program alone",
+          "[loop][log]") {
+    CHECK(m0::log::prefix() == "m0serve");
+    m0::log::set_worker(2);
+    CHECK(m0::log::prefix() == "m0serve worker=2");
+}

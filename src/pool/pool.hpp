@@ -23,8 +23,8 @@
 // that it looks at the queue again within microseconds. A thread running a
 // job that may block is not ready, so nothing waits behind a handler that
 // blocks. Threads woken by turns (notify_one per job) cost a futex wake and a
-// task switch for work an awake thread would have taken (the README's
-// Benchmark, "Pool wake-ups").
+// task switch for work an awake thread would have taken (docs/BENCHMARK.md,
+// "Pool wake-ups").
 // Ownership: `queue_`, `stopping_`, `paused_`, `ready_`, `idle_` and each
 // sleeper's `woken` under `mu_`; `sleepers_` fixed once the threads run; the
 // counters are atomics read by /metrics.

@@ -143,6 +143,12 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
         }
         http::AdminEvent ev;
         if (!http::decode_publish(req.body, ev, err)) return error_response(400, err);
+        // The channel's own reason first; then an event with no data at all,
+        // which would go out as an empty event, is the caller's slip.
+        if (auto e = bus::check_channel(ev.channel); e != bus::NameError::ok)
+            return error_response(400, bus::reason(e));
+        if (!ev.has_data)
+            return error_response(400, "missing data (give \"data\": \"\" for an empty event)");
         later = [this, ev = std::move(ev)](Answer answer) mutable {
             bus_->publish_later(std::move(ev.channel), std::move(ev.data), std::move(ev.event),
                                 false,

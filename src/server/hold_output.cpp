@@ -42,8 +42,8 @@
 // reference) when at least kReferenceMin bytes, a copy otherwise (a
 // reference costs a chain of its own, allocated, and an iovec; a small copy
 // fills the last chain's free space): with libevent 2.1.12 a copy is the
-// cheaper up to about 1 KiB, a reference from about 2 KiB (the README's
-// Benchmark, "Fan-out").
+// cheaper up to about 1 KiB, a reference from about 2 KiB (docs/BENCHMARK.md,
+// "Fan-out").
 // The bufferevents are not thread-safe (no BEV_OPT_THREADSAFE): the cleanup
 // runs on the loop thread, when the bytes are written or the connection freed.
 //

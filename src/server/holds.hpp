@@ -34,7 +34,7 @@
 // history, and so every replay of it share the same bytes; a frame from a
 // shared bus comes without them and publish() encodes it once per loop (a
 // reconnect storm's replays took a fifth of the CPU and under a quarter of
-// the memory they did when each encoded its events: the README's Benchmark,
+// the memory they did when each encoded its events: docs/BENCHMARK.md,
 // "Replays share the event's bytes"). It iterates the channel's subscriber
 // list itself, not a copy: a write that drops a slow reader (or releases a
 // hold) defers the unsubscribe to the end of the loop (unsub_later_), so the

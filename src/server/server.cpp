@@ -601,7 +601,8 @@ void Server::shutdown() {
     // Closed, not just disabled: a client that connects now is refused at
     // once instead of waiting in the backlog to be reset at exit.
     close_listeners(false);
-    M0_LOG(info, "shutting down: ", std::to_string(open_), " connections, ",
+    // The process says it once, with every loop's count (serve.cpp).
+    M0_LOG(debug, "loop shutting down: ", std::to_string(open_), " connections, ",
            std::to_string(holds_.holding().size()), " holds");
     for (auto& e : slots_) {
         Conn* c = e.conn.get();

@@ -68,6 +68,15 @@ TEST_CASE("admin: POST /publish takes the m0serve shape and refuses bad JSON wit
     CHECK(r.status == 400);
     CHECK(r.body.find("strings") != std::string::npos);
     CHECK(a.post("/publish", "{").status == 400);
+    // No data at all: refused with the reason rather than sent as an empty
+    // event; a bad channel's reason comes first.
+    r = a.post("/publish", R"({"channel":"news","event":"up"})");
+    CHECK(r.status == 400);
+    CHECK(r.body.starts_with("missing data"));
+    r = a.post("/publish", R"({"channel":"m0.slot.1"})");
+    CHECK(r.status == 400);
+    CHECK(r.body.find("reserved") != std::string::npos);
+    CHECK(a.published().size() == 1);
     CHECK(a.post("/close", R"({"channel":"news"})").status == 200);
     CHECK(a.closed == std::vector<std::string>{"news"});
 }
@@ -171,7 +180,7 @@ TEST_CASE("admin: a GRIP publisher's JWT signed with the admin key is taken in p
 
 TEST_CASE("admin: --admin-open takes POSTs with no key", "[admin][grip]") {
     Admin open({}, true, "");
-    CHECK(open.post("/publish", R"({"channel":"a"})", "").status == 200);
+    CHECK(open.post("/publish", R"({"channel":"a","data":"x"})", "").status == 200);
     Admin closed({}, false, "");
-    CHECK(closed.post("/publish", R"({"channel":"a"})", "").status == 403);
+    CHECK(closed.post("/publish", R"({"channel":"a","data":"x"})", "").status == 403);
 }

@@ -936,7 +936,9 @@ const std::vector<Case>& admin_cases() {
         add(admin("of repeated keys the last is checked",
                   publish(R"({"channel": "news", "channel": "m0.slot.0.1"})"), 400));
         add(admin("a channel of 256 bytes is published",
-                  publish(R"({"channel": ")" + std::string(256, 'c') + R"("})"), 200, 1));
+                  publish(R"({"channel": ")" + std::string(256, 'c') + R"(", "data": ""})"), 200,
+                  1));
+        add(admin("a publish with no data is 400", publish(R"({"channel": "news"})"), 400));
         add(admin("/close with bad JSON is 400", admin_post("/close", "{"), 400));
         add(admin("/close without a channel is 400", admin_post("/close", "{}"), 400));
         add(admin("/close of a reserved channel is 400",

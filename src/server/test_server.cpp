@@ -1009,8 +1009,14 @@ TEST_CASE("server admin: POST /publish needs the bearer key and a bus", "[http][
         CHECK(r.body == "{\"id\": 1}\n");
         CHECK(rig.bus.published.load() == 1);
         CHECK(rig.bus.last_id() == 1);
-        c->send(publish(R"({"channel":"news"})", "Bearer sekrit"));
+        c->send(publish(R"({"channel":"news","data":""})", "Bearer sekrit"));
         CHECK(rig.reply(*c).body == "{\"id\": 2}\n");
+        // No data at all: refused with the reason, nothing published.
+        c->send(publish(R"({"channel":"news"})", "Bearer sekrit"));
+        r = rig.reply(*c);
+        CHECK(r.status == 400);
+        CHECK(r.body.starts_with("missing data"));
+        CHECK(rig.bus.published.load() == 2);
     }
     SECTION("a refused channel name or a bad body: 400, nothing published") {
         Rig rig(admin_cfg(), {"/"}, true);

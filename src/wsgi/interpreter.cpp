@@ -202,7 +202,9 @@ bool start(const PythonOptions& opts, bus::Bus* bus, std::string& err) {
     return true;
 }
 
-PyObject* load_app(const std::string& spec, std::string& err) {
+PyObject* load_app(const std::string& spec, std::string& err, const std::string& named) {
+    // What the user wrote, for the messages: "APP config.wsgi", "--mount /=...".
+    const std::string as = named.empty() ? "--mount spec '" + spec + "'" : named;
     size_t colon = spec.find(':');
     std::string module = spec.substr(0, colon);
     std::string attr = colon == std::string::npos ? "application" : spec.substr(colon + 1);
@@ -214,11 +216,13 @@ PyObject* load_app(const std::string& spec, std::string& err) {
     if (!obj) {
         // One line for the user; the traceback with --log-level debug.
         std::string summary = exception_summary();
-        if (log::enabled(log::Level::debug))
+        bool traced = log::enabled(log::Level::debug);
+        if (traced)
             log_exception("cannot import " + module);
         else
             PyErr_Clear();
-        err = "cannot import '" + module + "' for --mount spec '" + spec + "': " + summary;
+        err = "cannot import '" + module + "' for " + as + ": " + summary +
+              (traced ? "" : " (--log-level debug shows the traceback)");
         return nullptr;
     }
     size_t start = 0;
@@ -230,7 +234,7 @@ PyObject* load_app(const std::string& spec, std::string& err) {
         Py_DECREF(obj);
         if (!next) {
             PyErr_Clear();
-            err = "module '" + module + "' has no attribute '" + attr + "'";
+            err = as + ": module '" + module + "' has no attribute '" + attr + "'";
             return nullptr;
         }
         obj = next;
@@ -239,7 +243,7 @@ PyObject* load_app(const std::string& spec, std::string& err) {
     }
     if (!PyCallable_Check(obj)) {
         Py_DECREF(obj);
-        err = "'" + spec + "' is not callable";
+        err = as + ": '" + spec + "' is not callable";
         return nullptr;
     }
     return obj;

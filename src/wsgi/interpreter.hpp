@@ -22,7 +22,7 @@
 // and a lock handed to a thread that has no GIL makes every later access a
 // task switch. Once begun this goes on while the queue is full, at five to
 // twelve times the task switches per request and under half the requests/s;
-// at 0.02 s it was not seen (the README's Benchmark, "The switch interval";
+// at 0.02 s it was not seen (docs/BENCHMARK.md, "The switch interval";
 // the bench's `switches_per_req` row shows the state). A request still gives
 // the GIL up whenever it blocks, and one that computes longer than the
 // interval still shares it.
@@ -53,8 +53,10 @@ struct PythonOptions {
 bool start(const PythonOptions& opts, bus::Bus* bus, std::string& err);
 // Imports "module.path:callable" (the callable may be a dotted attribute path)
 // with the GIL taken; returns a new reference, or null with `err` set (the
-// traceback is logged). Call between start() and the first job.
-PyObject* load_app(const std::string& spec, std::string& err);
+// traceback is logged at --log-level debug; without it `err` says so).
+// `named`: the app as the user wrote it ("APP config.wsgi"), for `err`;
+// empty: the --mount spec. Call between start() and the first job.
+PyObject* load_app(const std::string& spec, std::string& err, const std::string& named = "");
 // Releases the GIL held since start(); pool threads may run from now on.
 void release_main_gil();
 // A pool thread's first and last act (WsgiPool's thread_init / thread_exit):
