@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "bus/bus.hpp"
+#include "bus/redis_url.hpp"
 #include "loop/loop.hpp"
 #include "loop/notify_queue.hpp"
 
@@ -68,18 +69,6 @@ struct redisContext;
 struct redisReply;
 
 namespace m0::bus {
-
-// Where Redis is. redis://HOST[:PORT][/DB] (PORT 6379, DB 0 by default) or
-// redis+unix:///PATH[?db=N].
-struct RedisUrl {
-    std::string host;  // empty for a unix socket
-    uint16_t port = 6379;
-    std::string unix_path;  // set for redis+unix://
-    int db = 0;
-    std::string text;  // as given, for messages
-};
-// The parsed URL, or nullopt with `err` set to one line naming what is wrong.
-std::optional<RedisUrl> parse_redis_url(const std::string& text, std::string& err);
 
 // Points where a test may act (RedisBusOptions::hook), each right after the
 // step it names, before the loop sends what that step queued.
@@ -107,8 +96,12 @@ class RedisBus final : public Bus {
     RedisBus& operator=(const RedisBus&) = delete;
 
     // Loop thread: connects, waiting up to `wait` seconds for Redis; false
-    // when it is not there yet (the loop keeps trying, with backoff).
+    // when it is not there yet or refused this client (refusal() says so);
+    // the loop keeps trying, with backoff.
     bool start(double wait);
+    // Loop thread: why Redis refused the last attempt (a wrong password, an
+    // unknown user, NOAUTH), without the password; empty once connected.
+    const std::string& refusal() const { return refusal_; }
 
     PublishResult publish(std::string channel, std::string data, std::string event = {},
                           bool raw = false) override;
@@ -157,6 +150,9 @@ class RedisBus final : public Bus {
     void on_up();
     static void on_connect(const redisAsyncContext* ac, int status);
     static void on_disconnect(const redisAsyncContext* ac, int status);
+    static void on_hello(redisAsyncContext* ac, void* reply, void* priv);
+    // Any thread: the line that says Redis refused this client's AUTH (or PING).
+    std::string refusal_text(const std::string& error) const;
     static void on_sub_reply(redisAsyncContext* ac, void* reply, void* priv);
     static void on_publish_reply(redisAsyncContext* ac, void* reply, void* priv);
     static void on_replay_reply(redisAsyncContext* ac, void* reply, void* priv);
@@ -195,9 +191,12 @@ class RedisBus final : public Bus {
     redisAsyncContext* cmd_ = nullptr;
     redisAsyncContext* sub_ = nullptr;
     bool cmd_ready_ = false, sub_ready_ = false;
-    bool closing_ = false;        // the destructor runs: callbacks call nobody
-    double down_since_ = 0;       // monotonic seconds of this outage's start; 0: up
-    bool outage_logged_ = false;  // one warning an outage
+    bool closing_ = false;         // the destructor runs: callbacks call nobody
+    double down_since_ = 0;        // monotonic seconds of this outage's start; 0: up
+    bool outage_logged_ = false;   // one warning an outage
+    std::string refusal_;          // the last attempt's refusal (refusal()); empty when none
+    bool refusal_logged_ = false;  // a refusal is logged once an outage, at error
+    bool starting_ = false;        // inside start(), which reports a refusal itself
     double backoff_ = 0;
     std::unordered_map<std::string, ChannelState> channels_;  // by m0 channel name
     // Replay reads to send at the end of this turn (read_timer_), by key:
