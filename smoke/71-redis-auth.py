@@ -13,18 +13,24 @@ password, `--bus-password-file`:
 Checked: a refused password is one line and exit code 2 at start, and never
 shows the password; the password from the file is nowhere on the command
 line or in the log; holds hear publishes from the admin API and from a plain
-Python process (M0_BUS with M0_BUS_PASSWORD_FILE).
+Python process (M0_BUS with M0_BUS_PASSWORD_FILE); and through
+`--bus redis+sentinel://` (one redis-sentinel, the first in the URL down)
+the server and plain Python find the master. The failover itself is
+test_redis_sentinel's (a master, a replica, three sentinels).
 """
 
 import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, ROOT, Smoke, check, check_hold_head, event_bytes, expect_events, publish_admin,
-    read_head_body, short, wait_metric)
+    DJANGO_ARGS, LOG_DIR, ROOT, Smoke, check, check_hold_head, expect_events, free_port,
+    publish_admin, read_head_body, short, wait_for, wait_metric)
 from m0redis import RedisServer  # noqa: E402
 
 SCRIPT = "71-redis-auth"
@@ -104,6 +110,67 @@ def phase2(ctx):
     expect_events(c, b": mojo hold\n\n", [(first, "from the admin API", None), (second, "from a cron job", None)],
                   what="the mojo hold")
     check(PASSWORD not in srv.log_text(), "the password is in the server's log")
+
+
+def start_sentinel(ctx, master_port):
+    """One redis-sentinel (quorum 1) watching 127.0.0.1:master_port as m0m,
+    stopped by its PID at the phase's end; its port."""
+    port = free_port()
+    d = os.path.join(LOG_DIR, "%s-phase%d-sentinel" % (SCRIPT, ctx.number))
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    conf = os.path.join(d, "sentinel.conf")
+    with open(conf, "w") as f:
+        f.write("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor m0m 127.0.0.1 %d 1\n"
+                "sentinel auth-pass m0m \"%s\"\n" % (port, d, master_port, PASSWORD))
+    with open(os.path.join(d, "sentinel.log"), "ab") as log:
+        proc = subprocess.Popen(["redis-sentinel", conf], stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop():
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+    ctx.finalizers.append(stop)
+    def accepts():
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return True
+        except OSError:
+            return False
+    wait_for(accepts, 10.0, what="redis-sentinel accepting")
+    return port
+
+
+@smoke.phase(3, "--bus redis+sentinel:// (the first sentinel down) with the master's password from a file: the server finds the master; holds hear the admin API's publishes and plain Python's (M0_BUS the same URL)")
+def phase3(ctx):
+    redis = redis_for(ctx, ["--requirepass", PASSWORD])
+    sentinel = start_sentinel(ctx, redis.port)
+    url = "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d/m0m/0" % (free_port(), sentinel)
+    pw_file = ctx.tmpfile("redis.pw", PASSWORD + "\n")
+    key_file = ctx.tmpfile("admin.key", ADMIN_KEY + "\n")
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--bus", url, "--bus-password-file", pw_file,
+                                    "--admin-key-file", key_file, "--blocking-threads", "2"],
+                     admin=True, admin_key=ADMIN_KEY)
+    srv.require_own("it starts a Redis of its own")
+    wait_metric(srv.admin, "m0_bus_redis_up", 1, 5.0, "the Redis bus connected")
+    check("names master m0m at 127.0.0.1:%d" % redis.port in srv.log_text(),
+          "the log does not say which master the sentinel named: %s" % short(srv.log_text(), 2000))
+    c, head = ctx.hold(srv, "/native/hold?channel=sent3")
+    check_hold_head(head, "mojo")
+    read_head_body(c, b": mojo hold\n\n")
+    first = publish_admin(srv.admin, ADMIN_KEY, "sent3", "from the admin API")
+    code = "import m0; print(m0.publish('sent3', 'from a cron job'))"
+    env = dict(os.environ, M0_BUS=url, M0_BUS_PASSWORD_FILE=pw_file,
+               PYTHONPATH=os.path.join(ROOT, "src", "wsgi"))
+    out = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                         timeout=20, env=env, cwd="/")
+    check(out.returncode == 0 and re.match(r"^\d+$", out.stdout.strip()),
+          "m0.publish through the sentinel: rc %d, %s %s" % (
+              out.returncode, short(out.stdout), short(out.stderr)))
+    expect_events(c, b": mojo hold\n\n", [(first, "from the admin API", None),
+                                           (int(out.stdout.strip()), "from a cron job", None)],
+                  what="the mojo hold")
 
 
 if __name__ == "__main__":

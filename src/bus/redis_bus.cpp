@@ -115,7 +115,7 @@ RedisBus::RedisBus(Loop& loop, RedisBusOptions options)
 
 RedisBus::~RedisBus() {
     closing_ = true;  // pending callbacks run now, with no reply: they call nobody
-    for (redisAsyncContext** link : {&cmd_, &sub_}) {
+    for (redisAsyncContext** link : {&cmd_, &sub_, &asking_}) {
         if (redisAsyncContext* ac = *link) {
             *link = nullptr;
             redisAsyncFree(ac);
@@ -165,17 +165,28 @@ PublishResult RedisBus::publish_result(const redisReply* reply, const std::strin
 }
 
 bool RedisBus::publish_link_ready_locked(std::string& err) {
-    if (pub_ && !pub_->err) {
+    // Where to: the URL's host, or the master the sentinels named last.
+    RedisAddress to{opt_.url.host, opt_.url.port};
+    if (opt_.url.sentinel()) {
+        std::lock_guard addr_lock(master_mu_);
+        to = master_;
+    }
+    if (pub_ && !pub_->err && to == pub_to_) {
         // An idle link has nothing to read; one that has (EOF: Redis went
         // away or restarted since) is replaced before it is used.
         pollfd p{pub_->fd, POLLIN | POLLRDHUP, 0};
         if (::poll(&p, 1, 0) == 0) return true;
     }
     if (pub_) redisFree(pub_);
+    pub_ = nullptr;
+    if (to.port == 0 && opt_.url.unix_path.empty()) {
+        err = "no master known yet (asking the sentinels)";
+        return false;
+    }
+    pub_to_ = to;
     const timeval tv = to_timeval(opt_.timeout);
-    pub_ = opt_.url.unix_path.empty()
-               ? redisConnectWithTimeout(opt_.url.host.c_str(), opt_.url.port, tv)
-               : redisConnectUnixWithTimeout(opt_.url.unix_path.c_str(), tv);
+    pub_ = opt_.url.unix_path.empty() ? redisConnectWithTimeout(to.host.c_str(), to.port, tv)
+                                      : redisConnectUnixWithTimeout(opt_.url.unix_path.c_str(), tv);
     if (pub_ && !pub_->err) {
         redisSetTimeout(pub_, tv);
         Argv hello = hello_argv(opt_.url);
@@ -230,6 +241,13 @@ PublishResult RedisBus::publish(std::string channel, std::string data, std::stri
         redisFree(pub_);
         pub_ = nullptr;
     }
+    if (reply && read_only(reply)) {
+        // The master became a replica (a failover): this link goes, and the
+        // loop asks the sentinels again at its next sweep.
+        redisFree(pub_);
+        pub_ = nullptr;
+        master_moved_.store(true);
+    }
     PublishResult res = publish_result(reply, err);
     if (reply) freeReplyObject(reply);
     return res;
@@ -255,8 +273,11 @@ void RedisBus::on_publish_reply(redisAsyncContext* ac, void* reply, void* priv) 
     std::unique_ptr<PublishDone> done(static_cast<PublishDone*>(priv));
     auto* self = static_cast<RedisBus*>(ac->data);
     if (self->closing_) return;
-    (*done)(self->publish_result(static_cast<redisReply*>(reply),
-                                 "the connection was lost before Redis answered"));
+    auto* r = static_cast<redisReply*>(reply);
+    (*done)(self->publish_result(r, "the connection was lost before Redis answered"));
+    // A failover made this Redis a replica: ask where the master is now.
+    if (r && read_only(r) && ac == self->cmd_)
+        self->link_lost(nullptr, "the master answers READONLY (it became a replica)");
 }
 
 bool RedisBus::send(HoldFrame frame) {
@@ -269,9 +290,9 @@ bool RedisBus::send(HoldFrame frame) {
 
 // ---- the links ---------------------------------------------------------------
 
-redisAsyncContext* RedisBus::open_link() {
+redisAsyncContext* RedisBus::open_link(const RedisAddress& to) {
     redisAsyncContext* ac = opt_.url.unix_path.empty()
-                                ? redisAsyncConnect(opt_.url.host.c_str(), opt_.url.port)
+                                ? redisAsyncConnect(to.host.c_str(), to.port)
                                 : redisAsyncConnectUnix(opt_.url.unix_path.c_str());
     if (!ac) return nullptr;
     if (ac->err) {
@@ -287,21 +308,31 @@ redisAsyncContext* RedisBus::open_link() {
 }
 
 void RedisBus::connect() {
-    if (closing_ || cmd_ || sub_) return;
+    if (closing_ || cmd_ || sub_ || asking_) return;
+    // The whole attempt, sentinels included, has kConnectSeconds.
+    connect_timer_->start(kConnectSeconds);
+    if (opt_.url.sentinel())
+        ask_sentinels();  // then open_links(the master)
+    else
+        open_links({opt_.url.host, opt_.url.port});
+}
+
+void RedisBus::open_links(const RedisAddress& to) {
     cmd_ready_ = sub_ready_ = false;
-    cmd_ = open_link();
-    sub_ = cmd_ ? open_link() : nullptr;
+    cmd_ = open_link(to);
+    sub_ = cmd_ ? open_link(to) : nullptr;
     if (!cmd_ || !sub_) {
         link_lost(nullptr, "cannot open a connection");
         return;
     }
-    connect_timer_->start(kConnectSeconds);
     // Queued now, sent in this order once connected: AUTH (or PING) first,
-    // whose answer makes the link ready (on_hello).
+    // whose answer makes the link ready (on_hello); from the sentinels'
+    // master, ROLE too, which must say "master" (on_role).
     Argv hello = hello_argv(opt_.url);
     for (redisAsyncContext* ac : {cmd_, sub_})
         redisAsyncCommandArgv(ac, on_hello, nullptr, hello.argc(), hello.ptrs.data(),
                               hello.lens.data());
+    if (opt_.url.sentinel()) redisAsyncCommand(cmd_, on_role, nullptr, "ROLE");
     redisAsyncCommand(cmd_, nullptr, nullptr, "SELECT %d", opt_.url.db);
     redisAsyncCommand(cmd_, nullptr, nullptr, "SCRIPT LOAD %b", kPublishLua,
                       std::strlen(kPublishLua));
@@ -338,7 +369,8 @@ void RedisBus::on_hello(redisAsyncContext* ac, void* reply, void*) {
         self->link_lost(nullptr, self->refusal_);
         return;
     }
-    if (ac == self->cmd_) self->cmd_ready_ = true;
+    // From the sentinels' master, the command link waits for ROLE (on_role).
+    if (ac == self->cmd_ && !self->opt_.url.sentinel()) self->cmd_ready_ = true;
     if (ac == self->sub_) self->sub_ready_ = true;
     if (self->cmd_ready_ && self->sub_ready_) self->on_up();
 }
@@ -357,7 +389,7 @@ void RedisBus::link_lost(const redisAsyncContext* ac, const std::string& why) {
     // Both links go, and come back, together. Freeing one runs its pending
     // callbacks with no reply: publishes answer 503, replays are dropped (the
     // resync after the reconnect asks again).
-    for (redisAsyncContext** link : {&cmd_, &sub_}) {
+    for (redisAsyncContext** link : {&cmd_, &sub_, &asking_}) {
         if (redisAsyncContext* other = *link) {
             *link = nullptr;
             redisAsyncFree(other);
@@ -418,6 +450,10 @@ void RedisBus::on_position_reply(redisAsyncContext* ac, void* reply, void*) {
 
 void RedisBus::sweep() {
     if (!up_.load()) return;
+    if (master_moved_.exchange(false) && opt_.url.sentinel()) {
+        link_lost(nullptr, "the master answers READONLY (it became a replica)");
+        return;
+    }
     if (frames_lost_) {
         frames_lost_ = false;
         if (hooks_.resync) hooks_.resync();

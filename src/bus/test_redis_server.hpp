@@ -87,6 +87,13 @@ class RedisServer {
         ::waitpid(pid_, nullptr, 0);
         pid_ = 0;
     }
+    // SIGKILL by PID: a crash, nothing written, no client told.
+    void crash() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = 0;
+    }
     std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
     uint16_t port() const { return port_; }
     const std::string& dir() const { return dir_; }

@@ -75,8 +75,8 @@ class ParseUrlTest(unittest.TestCase):
                 self.assertNotIn("pw", str(caught.exception))
 
 
-class RedisAuthPublishTest(unittest.TestCase):
-    PASSWORD = "p@ss:w/rd %"
+class RedisProcessCase(unittest.TestCase):
+    """A real redis-server of the test's own; m0.publish as outside m0serve."""
 
     def start_redis(self, *extra):
         self.dir = tempfile.mkdtemp(prefix="m0-redis-auth-py-")
@@ -109,6 +109,10 @@ class RedisAuthPublishTest(unittest.TestCase):
             redis_bus._clients.clear()
             return m0.publish("news", "hello")
 
+
+class RedisAuthPublishTest(RedisProcessCase):
+    PASSWORD = "p@ss:w/rd %"
+
     def test_requirepass_from_the_url_and_from_the_file(self):
         self.start_redis("--requirepass", self.PASSWORD)
         base = "127.0.0.1:%d/0" % self.port
@@ -133,6 +137,46 @@ class RedisAuthPublishTest(unittest.TestCase):
         self.assertGreater(self.publish_with({"M0_BUS": "redis://m0:s3cret@" + base}), 0)
         with self.assertRaisesRegex(RuntimeError, "redis://m0:\\*\\*\\*@"):
             self.publish_with({"M0_BUS": "redis://m0:nope@" + base})
+
+
+class SentinelPublishTest(RedisProcessCase):
+    """M0_BUS=redis+sentinel://...: the master a real redis-sentinel names
+    (the first sentinel in the list down), with the master's password."""
+
+    def start_sentinel(self, master_port):
+        port = free_port()
+        conf = os.path.join(self.dir, "sentinel.conf")
+        with open(conf, "w") as f:
+            f.write("port %d\nbind 127.0.0.1\ndir %s\n"
+                    "sentinel monitor m0m 127.0.0.1 %d 1\n"
+                    "sentinel auth-pass m0m %s\n" % (port, self.dir, master_port, "pw71"))
+        proc = subprocess.Popen(["redis-sentinel", conf], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+
+        def stop():
+            proc.kill()
+            proc.wait(10)
+        self.addCleanup(stop)
+        for _ in range(500):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.1).close()
+                break
+            except OSError:
+                time.sleep(0.01)
+        return port
+
+    def test_publish_goes_to_the_master_the_sentinels_name(self):
+        self.start_redis("--requirepass", "pw71")
+        sentinel = self.start_sentinel(self.port)
+        url = "redis+sentinel://:pw71@127.0.0.1:%d,127.0.0.1:%d/m0m/0" % (free_port(), sentinel)
+        first = self.publish_with({"M0_BUS": url})
+        import redis
+
+        direct = redis.Redis(port=self.port, password="pw71")
+        self.assertEqual(int(direct.get("m0:id")), first)
+        with self.assertRaises(RuntimeError) as caught:
+            self.publish_with({"M0_BUS": url.replace("/m0m/", "/unknown/")})
+        self.assertNotIn("pw71", str(caught.exception))
 
 
 if __name__ == "__main__":
