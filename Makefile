@@ -22,8 +22,9 @@ DEB_PACKAGES += clang libclang-rt-14-dev
 # The admin API's JSON (header-only); GRIP: pushpin-publish and PyJWT drive smoke 80.
 DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt
 # The Redis bus (--bus redis://...): hiredis for the server, redis-server for
-# its tests, python3-redis for m0.publish outside m0serve.
-DEB_PACKAGES += libhiredis-dev redis-server python3-redis
+# its tests, python3-redis for m0.publish outside m0serve; redis-sentinel for
+# the tests of --bus redis+sentinel:// (a master, a replica, three sentinels).
+DEB_PACKAGES += libhiredis-dev redis-server python3-redis redis-sentinel
 # systemd: sd_notify and socket activation (libsystemd), and
 # systemd-socket-activate, which smoke 10 starts m0serve under.
 DEB_PACKAGES += libsystemd-dev systemd

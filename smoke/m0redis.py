@@ -17,9 +17,10 @@ from m0smoke import LOG_DIR, Fail, _started, free_port
 
 
 class RedisServer:
-    def __init__(self, label, persist=False):
+    def __init__(self, label, persist=False, extra=()):
         self.label = label
         self.persist = persist
+        self.extra = list(extra)  # more redis-server arguments (--requirepass, --user ...)
         self.port = free_port()
         self.dir = os.path.join(LOG_DIR, "%s-redis" % label)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -36,7 +37,7 @@ class RedisServer:
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
              "--save", "", "--appendonly", "yes" if self.persist else "no",
-             "--appendfsync", "always"],
+             "--appendfsync", "always"] + self.extra,
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         _started.append(self.proc)

@@ -351,13 +351,34 @@ const std::vector<Flag>& flags() {
             .metavar = "URL",
             .shown = "`in-process`",
             .help = "with --realtime: the bus. in-process (default), or\n"
-                    "redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N],\n"
+                    "redis://[USER:PASSWORD@]HOST[:PORT][/DB],\n"
+                    "redis+unix://[USER:PASSWORD@]/PATH[?db=N] or\n"
+                    "redis+sentinel://[USER:PASSWORD@]HOST:PORT[,...]/MASTER[/DB],\n"
                     "shared by every m0serve on that Redis",
-            .doc = "with `--realtime`: the bus. `redis://HOST[:PORT][/DB]` (port 6379, database 0 "
-                   "by default) or `redis+unix:///PATH[?db=N]` shares ids, history and events "
-                   "with every m0serve on that Redis (see The Redis bus); a bad URL, or `--bus` "
-                   "without `--realtime`: one line, exit code 2",
+            .doc = "with `--realtime`: the bus. `redis://[USER:PASSWORD@]HOST[:PORT][/DB]` (port "
+                   "6379, database 0 by default), `redis+unix://[USER:PASSWORD@]/PATH[?db=N]` or "
+                   "`redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]` "
+                   "(sentinels' port 26379; the master found, and followed, through them) shares "
+                   "ids, history and events with every m0serve on that Redis (see The Redis "
+                   "bus). USER and PASSWORD are percent-encoded; the password is shown as `***` "
+                   "in every log line and message. A bad URL, or `--bus` without `--realtime`: "
+                   "one line, exit code 2; so is a Redis that refuses the password at start "
+                   "(one that cannot be reached is waited for, as ever)",
             .to = custom(set::bus),
+        },
+        {
+            .name = "bus-password-file",
+            .kind = Flag::value,
+            .metavar = "PATH",
+            .shown = "none",
+            .help = "the Redis bus's password: the file's first line\n"
+                    "(kept off the command line; not with one in --bus)",
+            .doc = "the Redis bus's password (AUTH; with a USER in the `--bus` URL, that ACL "
+                   "user's): the file's first line, read at start (before `--chdir`), so it is "
+                   "not on the command line for `ps` to show. Not with a password in the URL; "
+                   "an unreadable or empty file is exit 2. `m0.publish` outside m0serve reads "
+                   "`M0_BUS_PASSWORD_FILE` the same way",
+            .to = text(AT(bus_password_file)),
         },
         {
             .name = "heartbeat",

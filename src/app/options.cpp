@@ -100,6 +100,12 @@ static Options parse_args(const std::vector<std::string>& args,
                 o.admin->host + "'");
     }
     if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
+    if (!o.bus_password_file.empty() && !o.redis)
+        fail("--bus-password-file needs --bus redis://..., redis+unix:// or redis+sentinel://");
+    if (!o.bus_password_file.empty() && o.redis->password_in_url)
+        fail("--bus " + o.redis->text +
+             " carries a password, and --bus-password-file too; "
+             "give it once");
     // A process is one Redis subscriber; the cores are spread with --workers.
     if (o.redis && o.loops > 1)
         fail("--loops " + std::to_string(o.loops) + " with --bus " + o.redis->text +

@@ -80,7 +80,8 @@ struct Options {
     bool max_connections_given = false;
     bool check = false;  // --check
     std::string admin_key_file, grant_key_file;
-    std::string access_log;  // --access-log: a path, "-" for standard output; empty: off
+    std::string bus_password_file;  // --bus-password-file: the Redis password's file
+    std::string access_log;         // --access-log: a path, "-" for standard output; empty: off
 };
 
 // Parses argv[1..argc), after the keys of --config FILE when given, by the

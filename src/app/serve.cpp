@@ -413,6 +413,11 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         std::string err;
         if (!probe.open(o.access_log, err)) die("--access-log: " + err);
     }
+    if (!o.bus_password_file.empty()) {
+        std::string err;
+        if (!m0::bus::read_redis_password(*o.redis, o.bus_password_file, err))
+            die("--bus-password-file: " + err);
+    }
     o.admin_key_file = absolute(o.admin_key_file);
     if (!o.admin_key_file.empty()) {
         std::string err;
@@ -441,8 +446,14 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         ro.history = o.history.per_channel;
         auto redis = std::make_unique<m0::bus::RedisBus>(loops[0].loop, ro);
         // Serving starts either way; publishes fail until Redis answers.
-        if (!redis->start(kRedisStartWait))
+        if (!redis->start(kRedisStartWait)) {
+            // A Redis that refuses this client (a wrong password) will not
+            // change its mind: a start-up error. One not there yet is waited for.
+            if (!redis->refusal().empty())
+                die("redis bus " + o.redis->text + ": " + redis->refusal() +
+                    " (see the user and password in --bus, or --bus-password-file)");
             M0_LOG(warn, "redis bus ", o.redis->text, ": not reachable yet; serving anyway");
+        }
         loops[0].own_bus = std::move(redis);
         loops[0].bus = loops[0].own_bus.get();
     } else if (o.realtime) {

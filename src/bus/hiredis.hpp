@@ -15,6 +15,7 @@
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace m0::bus::redis {
 
@@ -32,6 +33,12 @@ inline uint64_t parse_id(const char* s, size_t n) {
     uint64_t v = 0;
     std::from_chars(s, s + n, v);
     return v;
+}
+
+// A Redis that became a replica refuses writes with READONLY.
+inline bool read_only(const redisReply* r) {
+    return r && r->type == REDIS_REPLY_ERROR && r->len >= 8 &&
+           std::string_view(r->str, 8) == "READONLY";
 }
 
 inline uint64_t reply_id(const redisReply* r) {

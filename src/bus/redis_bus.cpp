@@ -58,6 +58,22 @@ struct Argv {
     int argc() const { return static_cast<int>(words.size()); }
 };
 
+// The first command on every link, whose answer says whether Redis takes
+// this client: AUTH [USER] PASSWORD with a password, else PING (which a Redis
+// that wants a password refuses with NOAUTH).
+Argv hello_argv(const RedisUrl& u) {
+    Argv a;
+    if (u.password.empty()) {
+        a.words = {"PING"};
+    } else {
+        a.words = {"AUTH"};
+        if (!u.user.empty()) a.words.push_back(u.user);
+        a.words.push_back(u.password);
+    }
+    a.finish();
+    return a;
+}
+
 // EVALSHA of publish.lua for one event (see the script's header for the order).
 Argv publish_argv(const std::string& sha, const RedisBusOptions& o, const std::string& channel,
                   const std::string& data, const std::string& event, bool raw) {
@@ -81,64 +97,6 @@ Argv publish_argv(const std::string& sha, const RedisBusOptions& o, const std::s
 
 }  // namespace
 
-std::optional<RedisUrl> parse_redis_url(const std::string& text, std::string& err) {
-    RedisUrl u;
-    u.text = text;
-    auto bad = [&](const std::string& why) -> std::optional<RedisUrl> {
-        err = "--bus " + text + ": " + why;
-        return std::nullopt;
-    };
-    auto parse_db = [&](std::string_view s) {
-        int db = -1;
-        auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), db);
-        return ec == std::errc() && p == s.data() + s.size() && db >= 0 && db <= 1000000 ? db : -1;
-    };
-    constexpr std::string_view kTcp = "redis://", kUnix = "redis+unix://";
-    std::string_view s = text;
-    if (s.starts_with(kUnix)) {
-        s.remove_prefix(kUnix.size());
-        size_t q = s.find('?');
-        u.unix_path = std::string(s.substr(0, q));
-        if (u.unix_path.empty() || u.unix_path[0] != '/')
-            return bad("wants redis+unix:///PATH[?db=N], the path absolute");
-        if (q != std::string_view::npos) {
-            std::string_view query = s.substr(q + 1);
-            if (!query.starts_with("db=") || (u.db = parse_db(query.substr(3))) < 0)
-                return bad("the only query is db=N (N a number)");
-        }
-        return u;
-    }
-    if (!s.starts_with(kTcp))
-        return bad("wants redis://HOST[:PORT][/DB] or redis+unix:///PATH[?db=N]");
-    s.remove_prefix(kTcp.size());
-    size_t slash = s.find('/');
-    std::string_view hostport = s.substr(0, slash);
-    if (slash != std::string_view::npos && (u.db = parse_db(s.substr(slash + 1))) < 0)
-        return bad("the database after '/' must be a number");
-    if (hostport.find('@') != std::string_view::npos)
-        return bad("credentials in the URL are not supported");
-    size_t colon = hostport.rfind(':');
-    if (!hostport.empty() && hostport[0] == '[') {  // [v6]:port
-        size_t close = hostport.find(']');
-        if (close == std::string_view::npos) return bad("an unclosed '[' in the host");
-        u.host = std::string(hostport.substr(1, close - 1));
-        colon = close + 1 < hostport.size() && hostport[close + 1] == ':' ? close + 1
-                                                                          : std::string_view::npos;
-    } else {
-        u.host = std::string(hostport.substr(0, colon));
-    }
-    if (u.host.empty()) return bad("no host");
-    if (colon != std::string_view::npos) {
-        std::string_view p = hostport.substr(colon + 1);
-        unsigned port = 0;
-        auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
-        if (ec != std::errc() || end != p.data() + p.size() || port == 0 || port > 65535)
-            return bad("the port must be a number from 1 to 65535");
-        u.port = static_cast<uint16_t>(port);
-    }
-    return u;
-}
-
 RedisBus::RedisBus(Loop& loop, RedisBusOptions options)
     : loop_(loop), opt_(std::move(options)), sha_(sha1_hex(kPublishLua)), queue_(opt_.capacity) {
     reconnect_timer_ = std::make_unique<Timer>(loop_, [this] { connect(); });
@@ -157,7 +115,7 @@ RedisBus::RedisBus(Loop& loop, RedisBusOptions options)
 
 RedisBus::~RedisBus() {
     closing_ = true;  // pending callbacks run now, with no reply: they call nobody
-    for (redisAsyncContext** link : {&cmd_, &sub_}) {
+    for (redisAsyncContext** link : {&cmd_, &sub_, &asking_}) {
         if (redisAsyncContext* ac = *link) {
             *link = nullptr;
             redisAsyncFree(ac);
@@ -174,10 +132,12 @@ void RedisBus::raise_position(uint64_t id) {
 }
 
 bool RedisBus::start(double wait) {
+    starting_ = true;
     connect();
     sweep_timer_->start(kSweepSeconds);
-    loop_.run_until([this] { return up_.load(); },
+    loop_.run_until([this] { return up_.load() || !refusal_.empty(); },
                     std::chrono::milliseconds(static_cast<int64_t>(wait * 1000)));
+    starting_ = false;
     return up_.load();
 }
 
@@ -205,19 +165,43 @@ PublishResult RedisBus::publish_result(const redisReply* reply, const std::strin
 }
 
 bool RedisBus::publish_link_ready_locked(std::string& err) {
-    if (pub_ && !pub_->err) {
+    // Where to: the URL's host, or the master the sentinels named last.
+    RedisAddress to{opt_.url.host, opt_.url.port};
+    if (opt_.url.sentinel()) {
+        std::lock_guard addr_lock(master_mu_);
+        to = master_;
+    }
+    if (pub_ && !pub_->err && to == pub_to_) {
         // An idle link has nothing to read; one that has (EOF: Redis went
         // away or restarted since) is replaced before it is used.
         pollfd p{pub_->fd, POLLIN | POLLRDHUP, 0};
         if (::poll(&p, 1, 0) == 0) return true;
     }
     if (pub_) redisFree(pub_);
+    pub_ = nullptr;
+    if (to.port == 0 && opt_.url.unix_path.empty()) {
+        err = "no master known yet (asking the sentinels)";
+        return false;
+    }
+    pub_to_ = to;
     const timeval tv = to_timeval(opt_.timeout);
-    pub_ = opt_.url.unix_path.empty()
-               ? redisConnectWithTimeout(opt_.url.host.c_str(), opt_.url.port, tv)
-               : redisConnectUnixWithTimeout(opt_.url.unix_path.c_str(), tv);
+    pub_ = opt_.url.unix_path.empty() ? redisConnectWithTimeout(to.host.c_str(), to.port, tv)
+                                      : redisConnectUnixWithTimeout(opt_.url.unix_path.c_str(), tv);
     if (pub_ && !pub_->err) {
         redisSetTimeout(pub_, tv);
+        Argv hello = hello_argv(opt_.url);
+        auto* auth = static_cast<redisReply*>(
+            redisCommandArgv(pub_, hello.argc(), hello.ptrs.data(), hello.lens.data()));
+        const bool taken = auth && auth->type != REDIS_REPLY_ERROR;
+        err = !auth    ? std::string(pub_->errstr)
+              : !taken ? refusal_text(std::string(auth->str, auth->len))
+                       : "";
+        if (auth) freeReplyObject(auth);
+        if (!taken) {
+            redisFree(pub_);
+            pub_ = nullptr;
+            return false;
+        }
         // The database, then the script (EVALSHA needs it loaded on this Redis).
         auto* sel = static_cast<redisReply*>(redisCommand(pub_, "SELECT %d", opt_.url.db));
         auto* load = static_cast<redisReply*>(
@@ -257,6 +241,13 @@ PublishResult RedisBus::publish(std::string channel, std::string data, std::stri
         redisFree(pub_);
         pub_ = nullptr;
     }
+    if (reply && read_only(reply)) {
+        // The master became a replica (a failover): this link goes, and the
+        // loop asks the sentinels again at its next sweep.
+        redisFree(pub_);
+        pub_ = nullptr;
+        master_moved_.store(true);
+    }
     PublishResult res = publish_result(reply, err);
     if (reply) freeReplyObject(reply);
     return res;
@@ -282,8 +273,11 @@ void RedisBus::on_publish_reply(redisAsyncContext* ac, void* reply, void* priv) 
     std::unique_ptr<PublishDone> done(static_cast<PublishDone*>(priv));
     auto* self = static_cast<RedisBus*>(ac->data);
     if (self->closing_) return;
-    (*done)(self->publish_result(static_cast<redisReply*>(reply),
-                                 "the connection was lost before Redis answered"));
+    auto* r = static_cast<redisReply*>(reply);
+    (*done)(self->publish_result(r, "the connection was lost before Redis answered"));
+    // A failover made this Redis a replica: ask where the master is now.
+    if (r && read_only(r) && ac == self->cmd_)
+        self->link_lost(nullptr, "the master answers READONLY (it became a replica)");
 }
 
 bool RedisBus::send(HoldFrame frame) {
@@ -296,9 +290,9 @@ bool RedisBus::send(HoldFrame frame) {
 
 // ---- the links ---------------------------------------------------------------
 
-redisAsyncContext* RedisBus::open_link() {
+redisAsyncContext* RedisBus::open_link(const RedisAddress& to) {
     redisAsyncContext* ac = opt_.url.unix_path.empty()
-                                ? redisAsyncConnect(opt_.url.host.c_str(), opt_.url.port)
+                                ? redisAsyncConnect(to.host.c_str(), to.port)
                                 : redisAsyncConnectUnix(opt_.url.unix_path.c_str());
     if (!ac) return nullptr;
     if (ac->err) {
@@ -314,16 +308,31 @@ redisAsyncContext* RedisBus::open_link() {
 }
 
 void RedisBus::connect() {
-    if (closing_ || cmd_ || sub_) return;
+    if (closing_ || cmd_ || sub_ || asking_) return;
+    // The whole attempt, sentinels included, has kConnectSeconds.
+    connect_timer_->start(kConnectSeconds);
+    if (opt_.url.sentinel())
+        ask_sentinels();  // then open_links(the master)
+    else
+        open_links({opt_.url.host, opt_.url.port});
+}
+
+void RedisBus::open_links(const RedisAddress& to) {
     cmd_ready_ = sub_ready_ = false;
-    cmd_ = open_link();
-    sub_ = cmd_ ? open_link() : nullptr;
+    cmd_ = open_link(to);
+    sub_ = cmd_ ? open_link(to) : nullptr;
     if (!cmd_ || !sub_) {
         link_lost(nullptr, "cannot open a connection");
         return;
     }
-    connect_timer_->start(kConnectSeconds);
-    // Queued now, sent in this order once connected.
+    // Queued now, sent in this order once connected: AUTH (or PING) first,
+    // whose answer makes the link ready (on_hello); from the sentinels'
+    // master, ROLE too, which must say "master" (on_role).
+    Argv hello = hello_argv(opt_.url);
+    for (redisAsyncContext* ac : {cmd_, sub_})
+        redisAsyncCommandArgv(ac, on_hello, nullptr, hello.argc(), hello.ptrs.data(),
+                              hello.lens.data());
+    if (opt_.url.sentinel()) redisAsyncCommand(cmd_, on_role, nullptr, "ROLE");
     redisAsyncCommand(cmd_, nullptr, nullptr, "SELECT %d", opt_.url.db);
     redisAsyncCommand(cmd_, nullptr, nullptr, "SCRIPT LOAD %b", kPublishLua,
                       std::strlen(kPublishLua));
@@ -340,7 +349,28 @@ void RedisBus::on_connect(const redisAsyncContext* ac, int status) {
         self->link_lost(ac, std::string("cannot connect: ") + ac->errstr);
         return;
     }
-    if (ac == self->cmd_) self->cmd_ready_ = true;
+    // Ready once Redis answers the AUTH (or PING): on_hello.
+}
+
+std::string RedisBus::refusal_text(const std::string& error) const {
+    return std::string("Redis refused ") + (opt_.url.password.empty() ? "PING" : "AUTH") +
+           (opt_.url.user.empty() ? "" : " as " + opt_.url.user) + ": " + error;
+}
+
+void RedisBus::on_hello(redisAsyncContext* ac, void* reply, void*) {
+    auto* self = static_cast<RedisBus*>(ac->data);
+    auto* r = static_cast<redisReply*>(reply);
+    if (!r || self->closing_ || (ac != self->cmd_ && ac != self->sub_)) return;  // link going
+    if (r->type == REDIS_REPLY_ERROR) {
+        // A wrong password, an unknown or disabled user, or a password Redis
+        // wants and was not given: start() reports it; later, the loop keeps
+        // trying (the password may be put right on the Redis side).
+        self->refusal_ = self->refusal_text(std::string(r->str, r->len));
+        self->link_lost(nullptr, self->refusal_);
+        return;
+    }
+    // From the sentinels' master, the command link waits for ROLE (on_role).
+    if (ac == self->cmd_ && !self->opt_.url.sentinel()) self->cmd_ready_ = true;
     if (ac == self->sub_) self->sub_ready_ = true;
     if (self->cmd_ready_ && self->sub_ready_) self->on_up();
 }
@@ -359,7 +389,7 @@ void RedisBus::link_lost(const redisAsyncContext* ac, const std::string& why) {
     // Both links go, and come back, together. Freeing one runs its pending
     // callbacks with no reply: publishes answer 503, replays are dropped (the
     // resync after the reconnect asks again).
-    for (redisAsyncContext** link : {&cmd_, &sub_}) {
+    for (redisAsyncContext** link : {&cmd_, &sub_, &asking_}) {
         if (redisAsyncContext* other = *link) {
             *link = nullptr;
             redisAsyncFree(other);
@@ -374,10 +404,17 @@ void RedisBus::link_lost(const redisAsyncContext* ac, const std::string& why) {
     ops_.clear();
     op_in_flight_ = false;
     if (down_since_ == 0) down_since_ = monotonic_seconds();
-    if (!outage_logged_) {
+    if (starting_ && why == refusal_) {
+        // start() reports it, in one line.
+        M0_LOG(debug, "redis bus ", opt_.url.text, ": ", why);
+    } else if (!outage_logged_) {
         M0_LOG(warn, "redis bus ", opt_.url.text, ": ", why,
                "; holds stay open, publishes fail until it is back; reconnecting");
         outage_logged_ = true;
+        refusal_logged_ = why == refusal_;
+    } else if (why == refusal_ && !refusal_logged_) {
+        M0_LOG(error, "redis bus ", opt_.url.text, ": ", why, "; reconnecting");
+        refusal_logged_ = true;
     } else {
         M0_LOG(debug, "redis bus ", opt_.url.text, ": ", why);
     }
@@ -399,7 +436,8 @@ void RedisBus::on_up() {
         M0_LOG(info, "redis bus: connected to ", opt_.url.text);
     }
     down_since_ = 0;
-    outage_logged_ = false;
+    outage_logged_ = refusal_logged_ = false;
+    refusal_.clear();
     // What holds missed while the bus was down (or asked for meanwhile).
     if (hooks_.resync) hooks_.resync();
 }
@@ -412,6 +450,10 @@ void RedisBus::on_position_reply(redisAsyncContext* ac, void* reply, void*) {
 
 void RedisBus::sweep() {
     if (!up_.load()) return;
+    if (master_moved_.exchange(false) && opt_.url.sentinel()) {
+        link_lost(nullptr, "the master answers READONLY (it became a replica)");
+        return;
+    }
     if (frames_lost_) {
         frames_lost_ = false;
         if (hooks_.resync) hooks_.resync();

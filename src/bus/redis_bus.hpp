@@ -44,6 +44,12 @@
 // with backoff (logged once per outage), and once both async links are up
 // calls LoopHooks::resync: every hold is replayed from its last id, which
 // subscribes its channels again.
+// Who: every link sends AUTH [USER] PASSWORD first when the URL (or
+// --bus-password-file) gives a password, else PING; an async link is up
+// when Redis answers it (on_hello), and an error answer is a refusal that
+// start() reports (refusal()). Where: the URL's host, or with
+// redis+sentinel:// the master the sentinels name, asked again on every
+// reconnect, and taken only when ROLE says master (redis_sentinel.cpp).
 // Threads: publish(), position(), send(), drain(), the counters and `up_`:
 // any thread. The async links, the channel table, the operations queue,
 // the timers: the loop thread.
@@ -60,6 +66,7 @@
 #include <vector>
 
 #include "bus/bus.hpp"
+#include "bus/redis_url.hpp"
 #include "loop/loop.hpp"
 #include "loop/notify_queue.hpp"
 
@@ -68,18 +75,6 @@ struct redisContext;
 struct redisReply;
 
 namespace m0::bus {
-
-// Where Redis is. redis://HOST[:PORT][/DB] (PORT 6379, DB 0 by default) or
-// redis+unix:///PATH[?db=N].
-struct RedisUrl {
-    std::string host;  // empty for a unix socket
-    uint16_t port = 6379;
-    std::string unix_path;  // set for redis+unix://
-    int db = 0;
-    std::string text;  // as given, for messages
-};
-// The parsed URL, or nullopt with `err` set to one line naming what is wrong.
-std::optional<RedisUrl> parse_redis_url(const std::string& text, std::string& err);
 
 // Points where a test may act (RedisBusOptions::hook), each right after the
 // step it names, before the loop sends what that step queued.
@@ -107,8 +102,12 @@ class RedisBus final : public Bus {
     RedisBus& operator=(const RedisBus&) = delete;
 
     // Loop thread: connects, waiting up to `wait` seconds for Redis; false
-    // when it is not there yet (the loop keeps trying, with backoff).
+    // when it is not there yet or refused this client (refusal() says so);
+    // the loop keeps trying, with backoff.
     bool start(double wait);
+    // Loop thread: why Redis refused the last attempt (a wrong password, an
+    // unknown user, NOAUTH), without the password; empty once connected.
+    const std::string& refusal() const { return refusal_; }
 
     PublishResult publish(std::string channel, std::string data, std::string event = {},
                           bool raw = false) override;
@@ -127,6 +126,12 @@ class RedisBus final : public Bus {
     LinkStats link_stats() const override;
 
     bool up() const { return up_.load(); }
+    // Any thread: the master the sentinels named last (redis+sentinel://);
+    // port 0 before any did.
+    RedisAddress master() const {
+        std::lock_guard lock(master_mu_);
+        return master_;
+    }
     // Loop thread: channels subscribed or being subscribed (tests).
     size_t channels() const { return channels_.size(); }
 
@@ -151,12 +156,25 @@ class RedisBus final : public Bus {
 
     // Loop thread: the async links.
     void connect();
-    redisAsyncContext* open_link();
+    void open_links(const RedisAddress& to);
+    redisAsyncContext* open_link(const RedisAddress& to);
+    // redis+sentinel:// (redis_sentinel.cpp): asks each sentinel in turn for
+    // the master's address, then open_links() there.
+    void ask_sentinels();
+    void ask_next();
+    void ask_failed(const std::string& why);
+    static void on_ask_connect(const redisAsyncContext* ac, int status);
+    static void on_ask_disconnect(const redisAsyncContext* ac, int status);
+    static void on_ask_reply(redisAsyncContext* ac, void* reply, void* priv);
+    static void on_role(redisAsyncContext* ac, void* reply, void* priv);
     void link_lost(const redisAsyncContext* ac, const std::string& why);
     void schedule_reconnect();
     void on_up();
     static void on_connect(const redisAsyncContext* ac, int status);
     static void on_disconnect(const redisAsyncContext* ac, int status);
+    static void on_hello(redisAsyncContext* ac, void* reply, void* priv);
+    // Any thread: the line that says Redis refused this client's AUTH (or PING).
+    std::string refusal_text(const std::string& error) const;
     static void on_sub_reply(redisAsyncContext* ac, void* reply, void* priv);
     static void on_publish_reply(redisAsyncContext* ac, void* reply, void* priv);
     static void on_replay_reply(redisAsyncContext* ac, void* reply, void* priv);
@@ -189,15 +207,31 @@ class RedisBus final : public Bus {
 
     std::mutex pub_mu_;
     redisContext* pub_ = nullptr;  // guarded by pub_mu_
+    RedisAddress pub_to_;          // guarded by pub_mu_: where pub_ is connected
+
+    // redis+sentinel://: the master's address, written by the loop when a
+    // sentinel names it, read by the publish link (any thread).
+    mutable std::mutex master_mu_;
+    RedisAddress master_;  // guarded by master_mu_
+    // Set by the publish link (any thread) on a READONLY answer; the loop's
+    // sweep asks the sentinels again.
+    std::atomic<bool> master_moved_{false};
 
     // Loop thread only from here on.
     LoopHooks hooks_;
     redisAsyncContext* cmd_ = nullptr;
     redisAsyncContext* sub_ = nullptr;
+    redisAsyncContext* asking_ = nullptr;  // the sentinel being asked, if any
+    size_t ask_first_ = 0;                 // the sentinel asked first: the one that answered last
+    size_t ask_tried_ = 0;                 // sentinels asked in this attempt
+    std::string ask_why_;                  // why the last sentinel asked gave no master
     bool cmd_ready_ = false, sub_ready_ = false;
-    bool closing_ = false;        // the destructor runs: callbacks call nobody
-    double down_since_ = 0;       // monotonic seconds of this outage's start; 0: up
-    bool outage_logged_ = false;  // one warning an outage
+    bool closing_ = false;         // the destructor runs: callbacks call nobody
+    double down_since_ = 0;        // monotonic seconds of this outage's start; 0: up
+    bool outage_logged_ = false;   // one warning an outage
+    std::string refusal_;          // the last attempt's refusal (refusal()); empty when none
+    bool refusal_logged_ = false;  // a refusal is logged once an outage, at error
+    bool starting_ = false;        // inside start(), which reports a refusal itself
     double backoff_ = 0;
     std::unordered_map<std::string, ChannelState> channels_;  // by m0 channel name
     // Replay reads to send at the end of this turn (read_timer_), by key:

@@ -22,8 +22,10 @@ namespace m0::testing {
 
 class RedisServer {
   public:
-    // `persist`: appendonly yes, so the data survives a restart.
-    explicit RedisServer(bool persist = false) : persist_(persist) {
+    // `persist`: appendonly yes, so the data survives a restart. `extra`:
+    // more of redis-server's arguments (`--requirepass`, `--user`, ...).
+    explicit RedisServer(bool persist = false, std::vector<std::string> extra = {})
+        : persist_(persist), extra_(std::move(extra)) {
         char tmpl[] = "/tmp/m0-redis-test-XXXXXX";
         if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
         dir_ = tmpl;
@@ -44,9 +46,22 @@ class RedisServer {
         pid_ = ::fork();
         if (pid_ == 0) {
             std::freopen(log.c_str(), "a", stdout);
-            ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-                     "--dir", dir_.c_str(), "--save", "", "--appendonly", persist_ ? "yes" : "no",
-                     static_cast<char*>(nullptr));
+            std::vector<std::string> args{"redis-server",
+                                          "--port",
+                                          port,
+                                          "--bind",
+                                          "127.0.0.1",
+                                          "--dir",
+                                          dir_,
+                                          "--save",
+                                          "",
+                                          "--appendonly",
+                                          persist_ ? "yes" : "no"};
+            args.insert(args.end(), extra_.begin(), extra_.end());
+            std::vector<char*> argv;
+            for (auto& a : args) argv.push_back(a.data());
+            argv.push_back(nullptr);
+            ::execvp("redis-server", argv.data());
             std::_Exit(127);
         }
         for (int i = 0; i < 500; ++i) {
@@ -72,10 +87,18 @@ class RedisServer {
         ::waitpid(pid_, nullptr, 0);
         pid_ = 0;
     }
+    // SIGKILL by PID: a crash, nothing written, no client told.
+    void crash() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = 0;
+    }
     std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_) + "/0"; }
     uint16_t port() const { return port_; }
+    const std::string& dir() const { return dir_; }
+    pid_t pid() const { return pid_; }
 
-  private:
     static uint16_t free_port() {
         int fd = ::socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in a{};
@@ -87,6 +110,8 @@ class RedisServer {
         ::close(fd);
         return ntohs(a.sin_port);
     }
+
+  private:
     bool accepts() const {
         int fd = ::socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in a{};
@@ -99,6 +124,7 @@ class RedisServer {
     }
 
     bool persist_;
+    std::vector<std::string> extra_;
     std::string dir_;
     uint16_t port_ = 0;
     pid_t pid_ = 0;

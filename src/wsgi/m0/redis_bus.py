@@ -2,7 +2,10 @@
 
 A management command or a cron job runs with no m0serve around it. With
 ``M0_BUS`` set to the URL the servers were started with (``--bus
-redis://HOST[:PORT][/DB]`` or ``redis+unix:///PATH[?db=N]``),
+redis://HOST[:PORT][/DB]``, ``redis+unix:///PATH[?db=N]`` or
+``redis+sentinel://HOST:PORT,.../MASTER[/DB]``, each with
+``USER:PASSWORD@`` when Redis wants one; ``M0_BUS_PASSWORD_FILE`` names a
+file whose first line is the password, as ``--bus-password-file`` does),
 :func:`m0.publish` runs the same publish script the servers run,
 ``src/bus/publish.lua`` (``M0_PUBLISH_LUA`` names another copy of it), on
 that Redis, through Debian's ``python3-redis``: the next id of the shared
@@ -16,8 +19,9 @@ Redis, or one that refuses the script, is RuntimeError: never silence.
 """
 
 import os
+import re
 import threading
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 # The keys and the pub/sub channel, as src/bus/hiredis.hpp names them.
 COUNTER_KEY = "m0:id"
@@ -32,34 +36,105 @@ _lock = threading.Lock()
 _clients = {}  # url -> (redis.Redis, its registered Script); under _lock
 
 
-def parse_url(url):
+def _hostport(item, default_port, url):
+    """(host, port) of HOST[:PORT] or [V6][:PORT]."""
+    parts = urlsplit("//" + item)
+    try:
+        port = parts.port or default_port
+    except ValueError:
+        raise ValueError(f"M0_BUS {url}: the port must be a number") from None
+    if not parts.hostname:
+        raise ValueError(f"M0_BUS {url}: no host")
+    return parts.hostname, port
+
+
+def _decoded(text, what, shown):
+    """``text`` percent-decoded; a '%' not followed by two hex digits is refused."""
+    if re.search(r"%(?![0-9A-Fa-f]{2})", text):
+        raise ValueError(f"M0_BUS {shown}: a '%' in the {what} not followed by two hex digits")
+    return unquote(text, errors="strict")
+
+
+def masked(url):
+    """``url`` with its password shown as ``***``, as m0serve logs it."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{hosts}{slash}{path}"
+
+
+def parse_url(url, password_file=None):
     """Return a dict of redis.Redis arguments for an m0serve --bus URL.
 
-    Raises ValueError naming what is wrong, as m0serve does for --bus."""
-    parts = urlsplit(url)
+    ``redis://[USER:PASSWORD@]HOST[:PORT][/DB]``,
+    ``redis+unix://[USER:PASSWORD@]/PATH[?db=N]`` or
+    ``redis+sentinel://[USER:PASSWORD@]HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]``
+    (then the dict has ``sentinels`` and ``service``). USER and PASSWORD are
+    percent-decoded; ``password_file`` (M0_BUS_PASSWORD_FILE) gives the
+    password instead, its first line. Raises ValueError naming what is wrong,
+    as m0serve does for --bus, the password masked."""
+    shown = masked(url)
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    userinfo, at, hosts = authority.rpartition("@")
+    creds = {}
+    if at:
+        user, colon, password = userinfo.partition(":")
+        if user:
+            creds["username"] = _decoded(user, "user", shown)
+        if colon:
+            if not password:
+                raise ValueError(f"M0_BUS {shown}: an empty password after ':'")
+            creds["password"] = _decoded(password, "password", shown)
+    if password_file:
+        if "password" in creds:
+            raise ValueError(f"M0_BUS {shown} carries a password, and "
+                             "M0_BUS_PASSWORD_FILE too; give it once")
+        try:
+            with open(password_file, encoding="utf-8") as f:
+                line = f.readline().rstrip("\r\n")
+        except OSError as e:
+            raise ValueError(f"M0_BUS_PASSWORD_FILE: cannot read {password_file}: "
+                             f"{e.strerror}") from None
+        if not line:
+            raise ValueError(f"M0_BUS_PASSWORD_FILE: {password_file}: the first line is "
+                             "empty (it is the password)")
+        creds["password"] = line
     db = 0
-    if parts.scheme == "redis+unix":
-        if not parts.path.startswith("/"):
-            raise ValueError(f"M0_BUS {url}: wants redis+unix:///PATH[?db=N]")
+    if scheme == "redis+unix" and sep:
+        parts = urlsplit("redis+unix:///" + path)
+        if hosts or not slash or not parts.path.startswith("/") or parts.path == "/":
+            raise ValueError(f"M0_BUS {shown}: wants redis+unix:///PATH[?db=N]")
         if parts.query:
             key, _, value = parts.query.partition("=")
             if key != "db" or not value.isdigit():
-                raise ValueError(f"M0_BUS {url}: the only query is db=N")
+                raise ValueError(f"M0_BUS {shown}: the only query is db=N")
             db = int(value)
-        return {"unix_socket_path": parts.path, "db": db}
-    if parts.scheme != "redis" or not parts.hostname or "@" in parts.netloc:
-        raise ValueError(f"M0_BUS {url}: wants redis://HOST[:PORT][/DB] "
-                         "or redis+unix:///PATH[?db=N]")
-    path = parts.path.lstrip("/")
+        return {"unix_socket_path": parts.path, "db": db, **creds}
+    if scheme == "redis+sentinel" and sep:
+        sentinels = [_hostport(item, 26379, shown) for item in hosts.split(",")]
+        service, _, dbtext = path.partition("/")
+        if not service:
+            raise ValueError(f"M0_BUS {shown}: no master name after the sentinels "
+                             "(.../MASTER[/DB])")
+        if dbtext:
+            if not dbtext.isdigit():
+                raise ValueError(f"M0_BUS {shown}: the database after the master's name "
+                                 "must be a number")
+            db = int(dbtext)
+        return {"sentinels": sentinels, "service": service, "db": db, **creds}
+    if scheme != "redis" or not sep or not hosts:
+        raise ValueError(f"M0_BUS {shown}: wants redis://[USER:PASSWORD@]HOST[:PORT][/DB], "
+                         "redis+unix://[USER:PASSWORD@]/PATH[?db=N] or "
+                         "redis+sentinel://[USER:PASSWORD@]HOST:PORT[,...]/MASTER[/DB]")
     if path:
         if not path.isdigit():
-            raise ValueError(f"M0_BUS {url}: the database after '/' must be a number")
+            raise ValueError(f"M0_BUS {shown}: the database after '/' must be a number")
         db = int(path)
-    try:
-        port = parts.port or 6379
-    except ValueError:
-        raise ValueError(f"M0_BUS {url}: the port must be a number") from None
-    return {"host": parts.hostname, "port": port, "db": db}
+    host, port = _hostport(hosts, 6379, shown)
+    return {"host": host, "port": port, "db": db, **creds}
 
 
 def encoded_size(event, data):
@@ -77,14 +152,25 @@ def _client(url):
         if url not in _clients:
             import redis  # Debian's python3-redis
 
-            kwargs = parse_url(url)
+            kwargs = parse_url(url, os.environ.get("M0_BUS_PASSWORD_FILE"))
             path = os.environ.get("M0_PUBLISH_LUA", _SCRIPT)
             try:
                 with open(path, encoding="utf-8") as f:
                     source = f.read()
             except OSError as e:
                 raise RuntimeError(f"m0.publish: cannot read the publish script {path}: {e}") from None
-            client = redis.Redis(socket_timeout=2, socket_connect_timeout=2, **kwargs)
+            timeouts = {"socket_timeout": 2, "socket_connect_timeout": 2}
+            if "sentinels" in kwargs:
+                # The master the sentinels name, asked again when a link to it
+                # fails or it answers READONLY (it became a replica).
+                from redis.sentinel import Sentinel
+
+                sentinels = kwargs.pop("sentinels")
+                service = kwargs.pop("service")
+                client = Sentinel(sentinels, sentinel_kwargs=timeouts).master_for(
+                    service, **timeouts, **kwargs)
+            else:
+                client = redis.Redis(**timeouts, **kwargs)
             _clients[url] = (client, client.register_script(source), kwargs["db"])
         return _clients[url]
 
@@ -108,4 +194,4 @@ def publish(url, channel, data, event=None):
     try:
         return int(script(keys=keys, args=args, client=client))
     except redis.exceptions.RedisError as e:
-        raise RuntimeError(f"m0.publish: redis bus {url}: {e}") from None
+        raise RuntimeError(f"m0.publish: redis bus {masked(url)}: {e}") from None
