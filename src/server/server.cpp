@@ -651,6 +651,7 @@ void Server::shutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
     shutdown_at_ = monotonic_seconds();
+    admin_.set_draining();  // GET /ready: 503 from now on
     // Closed, not just disabled: a client that connects now is refused at
     // once instead of waiting in the backlog to be reset at exit.
     close_listeners(false);
