@@ -246,6 +246,7 @@ void Server::resume_reading(Conn& c) {
 void Server::dispatch(Conn& c, Request req) {
     metrics_.requests_total.fetch_add(1);
     c.keep_alive = req.keep_alive && !shutting_down_;
+    c.dispatched = true;
     c.head_request = req.is_head();
     c.version_minor = static_cast<uint8_t>(req.version_minor);
     req.remote_addr = c.remote_addr;
@@ -647,6 +648,12 @@ void Server::close_after_write(SlotRef slot) {
 
 // ---- shutdown ------------------------------------------------------------
 
+namespace {
+// How often the loop with the admin listener looks whether the other loops
+// have drained.
+constexpr double kDrainRecheckSeconds = 0.05;
+}  // namespace
+
 void Server::shutdown() {
     if (shutting_down_) return;
     shutting_down_ = true;
@@ -663,9 +670,14 @@ void Server::shutdown() {
         if (c->phase == Phase::holding) {
             drop_hold(c->slot);
         } else if (c->phase == Phase::reading && !c->parser->in_message() &&
-                   evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
+                   evbuffer_get_length(bufferevent_get_input(c->bev)) == 0 && c->dispatched) {
+            // Idle between requests: closed (a client that sends as it closes
+            // sends again, as HTTP clients do on a reused connection).
             close_conn(*c);
         } else {
+            // Busy, or new: a connection accepted before the listener closed
+            // has its first request on the way (--header-timeout bounds the
+            // wait); it is answered, then closed.
             c->keep_alive = false;
         }
     }
@@ -686,6 +698,16 @@ void Server::check_drained() {
     for (auto& e : slots_)
         if (e.conn && !e.conn->admin) ++client;
     if (client == 0) {
+        // The loop with the admin listener serves on (GET /ready: 503) while
+        // another loop drains: the clients counter is shared by every loop.
+        bool admin = false;
+        for (const auto& l : listeners_) admin = admin || (l->admin && l->ev);
+        if (admin && open_clients_->load() > 0) {
+            if (!drain_recheck_)
+                drain_recheck_ = std::make_unique<Timer>(loop_, [this] { check_drained(); });
+            drain_recheck_->start(kDrainRecheckSeconds);
+            return;
+        }
         exited_ = true;
         close_listeners(true);
         for (auto& e : slots_)

@@ -1482,6 +1482,36 @@ TEST_CASE("server: shutdown closes the listener at once and answers what is in f
 }
 
 TEST_CASE(
+    "server: at shutdown an idle keep-alive connection is closed, a new one that has sent "
+    "nothing yet is answered its first request, then closed",
+    "[http][server]") {
+    ServerConfig cfg;
+    cfg.grace = 5;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    uint16_t port = rig.server->bound_port(false);
+    rig.app = [&](SlotRef s, const Request&) {
+        Response resp;
+        resp.body = "answered";
+        rig.post(s, std::move(resp));
+    };
+    auto idle = tcp_connect(port);
+    idle->send(kGet);
+    CHECK(rig.reply(*idle).body == "answered");
+    // Accepted (the kernel completed it; the loop adopts it), its request not sent yet.
+    auto fresh = tcp_connect(port);
+    REQUIRE(rig.step_until([&] { return rig.metrics.connections_open.load() == 2; }));
+    rig.server->shutdown();
+    fresh->send(kGet);
+    Reply r = rig.reply(*fresh);
+    CHECK(r.status == 200);
+    CHECK(r.body == "answered");
+    CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK(rig.step_until([&] { return rig.metrics.connections_open.load() == 0; }));
+}
+
+TEST_CASE(
     "server admin: GET /ready on the admin listener turns 503 when shutdown begins, and "
     "answers while the drain lasts",
     "[http][server][admin]") {
