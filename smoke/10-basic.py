@@ -1199,28 +1199,28 @@ def phase48(ctx):
               "%s: the configuration block does not say %r" % (flag or "default", said))
 
 
-@smoke.phase(49, "--workers 2: SIGHUP to the parent (logrotate's postrotate, systemd's ExecReload) reaches every "
-                 "worker, which reopens its access log, and the service keeps serving; the parent stops on SIGTERM")
+@smoke.phase(49, "--workers 2: SIGUSR1 to the parent (logrotate's postrotate) reaches every worker, which reopens "
+                 "its access log, and the service keeps serving; the parent stops on SIGTERM")
 def phase49(ctx):
     path = ctx.tmpfile("access.log", "")
     os.unlink(path)
     srv = ctx.server(DJANGO_ARGS + ["--workers", "2", "--access-log", path])
     srv.require_own("this phase signals the server's parent")
-    check(http(srv.addr, "GET", "/hello").status == 200, "GET /hello before SIGHUP")
+    check(http(srv.addr, "GET", "/hello").status == 200, "GET /hello before SIGUSR1")
     os.rename(path, path + ".1")
     for _ in range(2):  # a second one, once the first was handled
-        before = srv.log_text().count("SIGHUP: --access-log reopened")
-        srv.proc.send_signal(signal.SIGHUP)
+        before = srv.log_text().count("SIGUSR1: --access-log reopened")
+        srv.proc.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + 5
-        while srv.log_text().count("SIGHUP: --access-log reopened") < before + 2:
-            check(srv.alive(), "the parent died of SIGHUP: %s" % srv.log_tail(5))
-            check(time.monotonic() < deadline, "SIGHUP did not reach both workers: %d of 2 reopened" % (
-                srv.log_text().count("SIGHUP: --access-log reopened") - before))
+        while srv.log_text().count("SIGUSR1: --access-log reopened") < before + 2:
+            check(srv.alive(), "the parent died of SIGUSR1: %s" % srv.log_tail(5))
+            check(time.monotonic() < deadline, "SIGUSR1 did not reach both workers: %d of 2 reopened" % (
+                srv.log_text().count("SIGUSR1: --access-log reopened") - before))
             time.sleep(0.05)
-    for i in range(20):  # both workers take connections (SO_REUSEPORT spreads them)
+    for i in range(20):  # both workers take connections (the shared socket spreads them)
         r = http(srv.addr, "GET", "/hello")
-        check(r.status == 200, "GET /hello %d after SIGHUP: %s" % (i, r.summary()))
-    check(len(wait_lines(path, 20)) == 20, "after SIGHUP the workers do not write the new file")
+        check(r.status == 200, "GET /hello %d after SIGUSR1: %s" % (i, r.summary()))
+    check(len(wait_lines(path, 20)) == 20, "after SIGUSR1 the workers do not write the new file")
 
 
 if __name__ == "__main__":

@@ -196,7 +196,8 @@ int bind_unix_listener(const std::string& path, const UnixSocketOptions& opts, s
     return fd;
 }
 
-int bind_tcp_listener(const std::string& host_in, uint16_t port, std::string& err) {
+int bind_tcp_listener(const std::string& host_in, uint16_t port, bool reuse_port,
+                      std::string& err) {
     std::string host;
     auto res = resolve(host_in, port, host, err);
     if (!res) return -1;
@@ -206,6 +207,7 @@ int bind_tcp_listener(const std::string& host_in, uint16_t port, std::string& er
     // port left in TIME_WAIT binds) and SO_KEEPALIVE (accepted sockets inherit it).
     if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0 ||
+        (reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) ||
         ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
         err = "cannot listen on " + host_in + ":" + std::to_string(port) + ": " +
               std::strerror(errno);

@@ -120,11 +120,12 @@ using SubmitFn = std::function<Admission(SlotRef, http::Request&&)>;
 // holds the port between the check and the bind). Any thread.
 bool check_port_free(const std::string& host, uint16_t port, std::string& err);
 
-// A listening socket bound to `host`:`port` (TCP) or at `path` (unix, with
+// A listening socket bound to `host`:`port` (TCP; with `reuse_port`,
+// SO_REUSEPORT: one of several on the port) or at `path` (unix, with
 // `opts`; a stale socket file is replaced, a live one refused), for a
-// Server to adopt_listener: what --workers' parent binds once for every
-// worker. -1 with `err` set when it cannot listen. Any thread.
-int bind_tcp_listener(const std::string& host, uint16_t port, std::string& err);
+// Server to adopt_listener: what --workers' parent binds for its workers.
+// -1 with `err` set when it cannot listen. Any thread.
+int bind_tcp_listener(const std::string& host, uint16_t port, bool reuse_port, std::string& err);
 int bind_unix_listener(const std::string& path, const UnixSocketOptions& opts, std::string& err);
 
 class Server final : private HoldSink {
