@@ -13,8 +13,9 @@ directory, stopped by its PID) and
             --realtime --bus redis://127.0.0.1:R/0 --workers 2 \\
             --admin-listen 127.0.0.1:P2 --admin-open
 
-While clients request GET /hello (half of them on keep-alive connections,
-half on a new connection a request), M0_ROLL_HOLDS holds (default 400) over
+While clients request GET /hello (two on keep-alive connections, two on a
+new connection a request, one in bursts of 32 connections queued together
+before any answer is read), M0_ROLL_HOLDS holds (default 400) over
 8 channels read events published straight to Redis, and a probe asks
 GET /ready, the parent gets SIGHUP: each worker is replaced by a new one
 that imports the app again, the old one retired once the new one serves.
@@ -142,6 +143,37 @@ class Load(threading.Thread):
                 sock = None
         if sock:
             sock.close()
+
+
+class Burst(Load):
+    """Bursts of 32 connections, each connected and its request sent before
+    any answer is read: they wait in the accept backlog together, so a
+    worker whose listening socket closed with them queued would reset them."""
+
+    def run(self):
+        req = b"GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        while not self.stop.is_set():
+            socks = []
+            for _ in range(32):
+                try:
+                    s = self.connect()
+                    s.sendall(req)
+                    socks.append(s)
+                except OSError as e:
+                    self.failed += 1
+                    self.errors.append("burst connect: %r" % e)
+            for s in socks:
+                try:
+                    status, _ = read_response(s)
+                    if status == 200:
+                        self.ok += 1
+                    else:
+                        self.failed += 1
+                        self.errors.append("burst: status %d" % status)
+                except OSError as e:
+                    self.failed += 1
+                    self.errors.append("burst: %r" % e)
+                s.close()
 
 
 class Holds(threading.Thread):
@@ -296,6 +328,7 @@ def phase2(ctx):
     wait_for(holds.ready, 20.0, what="every hold's head")
     stop = threading.Event()
     loads = [Load(srv.addr, keepalive, stop) for keepalive in (True, True, False, False)]
+    loads.append(Burst(srv.addr, False, stop))
     probe = Probe(srv.admin, stop)
     published = {holds.channel(i): [] for i in range(CHANNELS)}
 
