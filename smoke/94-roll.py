@@ -27,12 +27,17 @@ hint, got every event of its channel exactly once and in order.
 
 Phase 3: --max-requests 150 --max-requests-jitter 50 with --workers 2:
 each worker is replaced past its count, and no request fails.
+
+Phase 4: what is queued on a worker's socket is the new worker's: both
+workers stopped (SIGSTOP), 40 requests queued, SIGHUP; the new workers
+answer all 40 while the old ones are still stopped.
 """
 
 import os
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -414,6 +419,45 @@ def phase3(ctx):
     check(failed == 0, "%d requests failed: %s" % (failed, [e for t in loads for e in t.errors][:5]))
     check(log.count("asks to be replaced") >= 2, "no worker asked to be replaced")
 
+
+
+def children(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return sorted(int(p) for p in out.split())
+
+
+@smoke.phase(4, "--workers 2, both workers stopped (SIGSTOP) with 40 requests queued on their "
+                "sockets: SIGHUP's new workers answer every one while the old ones are still "
+                "stopped (they accept on the same sockets); the old ones, continued, retire")
+def phase4(ctx):
+    srv = ctx.server(DJANGO_ARGS + ["--workers", "2"])
+    srv.require_own("it signals the parent and its workers")
+    wait_for(lambda: "as worker 1" in srv.log_text() and "as worker 0" in srv.log_text(), 60.0,
+             what="both workers listening")
+    old = wait_for(lambda: len(children(srv.proc.pid)) == 2 and children(srv.proc.pid), 5.0,
+                   what="two workers")
+    for pid in old:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        queued = []
+        for _ in range(40):
+            s = socket.create_connection(srv.addr, timeout=20)
+            s.sendall(b"GET /hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            queued.append(s)
+        os.kill(srv.proc.pid, signal.SIGHUP)
+        answered = 0
+        for s in queued:
+            status, _ = read_response(s)
+            answered += status == 200
+            s.close()
+        alive = [p for p in old if os.path.exists("/proc/%d" % p)]
+        check(answered == 40, "%d of 40 queued requests answered by the new workers" % answered)
+        check(alive == old, "an old worker ended while stopped: %r of %r" % (alive, old))
+    finally:
+        for pid in old:
+            os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: srv.log_text().count(") retired") == 2, 20.0, what="both old workers retired")
+    check(srv.alive(), "the parent ended during the roll")
 
 if __name__ == "__main__":
     sys.exit(smoke.main())
