@@ -1220,43 +1220,43 @@ def phase48(ctx):
               "%s: the configuration block does not say %r" % (flag or "default", said))
 
 
-@smoke.phase(49, "--workers 2: SIGHUP to the parent (logrotate's postrotate, systemd's ExecReload) reaches every "
-                 "worker, which reopens its access log, and the service keeps serving; the parent stops on SIGTERM; "
-                 "each worker's log lines say worker=N, and each says shutting down once (two loops each)")
+@smoke.phase(49, "--workers 2: SIGUSR1 to the parent (logrotate's postrotate) reaches every worker, which reopens "
+                 "its access log, and the service keeps serving; the parent stops on SIGTERM; each worker's log "
+                 "lines say worker=N, and each says shutting down once (two loops each)")
 def phase49(ctx):
     path = ctx.tmpfile("access.log", "")
     os.unlink(path)
     srv = ctx.server(DJANGO_ARGS + ["--workers", "2", "--loops", "2", "--access-log", path])
     srv.require_own("this phase signals the server's parent")
-    check(http(srv.addr, "GET", "/hello").status == 200, "GET /hello before SIGHUP")
+    check(http(srv.addr, "GET", "/hello").status == 200, "GET /hello before SIGUSR1")
     os.rename(path, path + ".1")
     for _ in range(2):  # a second one, once the first was handled
-        before = srv.log_text().count("SIGHUP: --access-log reopened")
-        srv.proc.send_signal(signal.SIGHUP)
+        before = srv.log_text().count("SIGUSR1: --access-log reopened")
+        srv.proc.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + 5
-        while srv.log_text().count("SIGHUP: --access-log reopened") < before + 2:
-            check(srv.alive(), "the parent died of SIGHUP: %s" % srv.log_tail(5))
-            check(time.monotonic() < deadline, "SIGHUP did not reach both workers: %d of 2 reopened" % (
-                srv.log_text().count("SIGHUP: --access-log reopened") - before))
+        while srv.log_text().count("SIGUSR1: --access-log reopened") < before + 2:
+            check(srv.alive(), "the parent died of SIGUSR1: %s" % srv.log_tail(5))
+            check(time.monotonic() < deadline, "SIGUSR1 did not reach both workers: %d of 2 reopened" % (
+                srv.log_text().count("SIGUSR1: --access-log reopened") - before))
             time.sleep(0.05)
-    for i in range(20):  # both workers take connections (SO_REUSEPORT spreads them)
+    for i in range(20):  # both workers take connections (the shared socket spreads them)
         r = http(srv.addr, "GET", "/hello")
-        check(r.status == 200, "GET /hello %d after SIGHUP: %s" % (i, r.summary()))
-    check(len(wait_lines(path, 20)) == 20, "after SIGHUP the workers do not write the new file")
+        check(r.status == 200, "GET /hello %d after SIGUSR1: %s" % (i, r.summary()))
+    check(len(wait_lines(path, 20)) == 20, "after SIGUSR1 the workers do not write the new file")
     srv.stop()
     lines = srv.log_text().splitlines()
     for worker in (0, 1):
         mine = [l for l in lines if l.startswith("m0serve worker=%d: " % worker)]
         check(any(("listening on 127.0.0.1:%d as worker %d" % (srv.addr[1], worker)) in l for l in mine),
               "no listening line of worker=%d: %s" % (worker, srv.log_tail(20)))
-        check(sum("SIGHUP: --access-log reopened" in l for l in mine) == 2,
+        check(sum("SIGUSR1: --access-log reopened" in l for l in mine) == 2,
               "worker=%d does not say its two reopenings: %s" % (worker, srv.log_tail(20)))
         downs = [l for l in mine if ": shutting down: " in l]
         check(len(downs) == 1, "worker=%d says shutting down %d times, want once: %r" % (worker, len(downs), downs))
     # The parent's own lines carry no worker.
     check(any(l.startswith("m0serve: supervising 2 workers") for l in lines), "no parent line: %s" % srv.log_tail(20))
     check(not any(l.startswith("m0serve: shutting down") for l in lines), "the parent says shutting down")
-    stray = [l for l in lines if l.startswith("m0serve: ") and "worker" not in l and "SIGHUP" not in l
+    stray = [l for l in lines if l.startswith("m0serve: ") and "worker" not in l and "SIGUSR1" not in l
              and "signal SIG" not in l]
     check(not stray, "lines from the workers without worker=N: %r" % stray[:5])
 

@@ -188,7 +188,8 @@ const std::vector<Flag>& flags() {
             .shown = "off",
             .help = "one line per request, combined log format plus\n"
                     "request time (and a hold's duration and events);\n"
-                    "- for standard output; reopened on SIGHUP (default {default})",
+                    "- for standard output; reopened on SIGUSR1 (and\n"
+                    "SIGHUP without --workers) (default {default})",
             .doc = "one line per request as it ends, in the combined log format plus `rt=` "
                    "(seconds to the answer's end, or to a hold's head) and, for a hold, `hold=` "
                    "(seconds it lasted) and `events=` (events delivered); bytes count the head "
@@ -308,16 +309,46 @@ const std::vector<Flag>& flags() {
             .name = "workers",
             .kind = Flag::value,
             .metavar = "N",
-            .help = "worker processes sharing the listeners (SO_REUSEPORT)\n"
-                    "under a supervising parent (default {default}: no parent);\n"
-                    "with --realtime, needs --bus redis://...",
-            .doc = "worker processes (1 to 64) that share the listeners (SO_REUSEPORT: the kernel "
-                   "spreads connections) under a small supervising parent, which starts a worker "
+            .help = "worker processes sharing the listeners under a\n"
+                    "supervising parent (default {default}: no parent); SIGHUP\n"
+                    "rolls them; with --realtime, needs --bus redis://...",
+            .doc = "worker processes (1 to 64) under a small supervising parent, which binds the "
+                   "listeners (one SO_REUSEPORT socket per worker, kept across its "
+                   "replacements), starts a worker "
                    "that dies again (at most once a second), stops them all on SIGTERM/SIGINT "
-                   "(exit 0 when each exits 0), and exits 2 when a worker cannot start. The admin "
-                   "listener is worker 0's (its `/metrics` is that worker's). With `--realtime` "
-                   "it needs `--bus redis://`; the port must be fixed",
+                   "(exit 0 when each exits 0), and exits 2 when a worker cannot start. SIGHUP "
+                   "rolls the workers: for each in turn a new one starts (importing the code as "
+                   "it is now) and, once it serves, the old one drains as on SIGTERM; a new one "
+                   "that does not start ends the roll, the old ones serve on. SIGUSR1 is sent on "
+                   "to every worker (keys read again, access log reopened). The admin listener "
+                   "is worker 0's (its `/metrics` is that worker's). With `--realtime` it needs "
+                   "`--bus redis://`; the port must be fixed",
             .to = number(AT(workers), 1, 64),
+        },
+        {
+            .name = "max-requests",
+            .kind = Flag::value,
+            .metavar = "N",
+            .shown = "0 (never)",
+            .help = "with --workers: a worker that has served N requests is\n"
+                    "replaced by a roll (default: never)",
+            .doc = "with `--workers`, as gunicorn's: a worker that has served N requests (0 to "
+                   "10^12, as `m0_requests_total` counts them, admin ones included; looked at "
+                   "ten times a second) asks its parent for a replacement, which is the roll "
+                   "SIGHUP makes for one worker: the new one starts, then the old one drains. "
+                   "Without `--workers` it is a start-up error (exit 2): one process has no "
+                   "parent to replace it",
+            .to = number(AT(max_requests), 0, 1000000000000),
+        },
+        {
+            .name = "max-requests-jitter",
+            .kind = Flag::value,
+            .metavar = "N",
+            .help = "up to N more requests, drawn per worker (default {default})",
+            .doc = "adds a number from 0 to N (at most 10^12), drawn once per worker, to "
+                   "`--max-requests`, so that workers started together are not replaced "
+                   "together. Needs `--max-requests`",
+            .to = number(AT(max_requests_jitter), 0, 1000000000000),
         },
         {
             .name = "loops",
@@ -527,8 +558,9 @@ const std::vector<Flag>& flags() {
             .kind = Flag::value,
             .metavar = "HOST:PORT|unix:PATH",
             .shown = "off",
-            .help = "admin listener: POST /publish, POST /close, GET /metrics",
-            .doc = "admin listener: `POST /publish`, `POST /close`, `GET /metrics`",
+            .help = "admin listener: POST /publish, POST /close, GET /metrics, GET /ready",
+            .doc = "admin listener: `POST /publish`, `POST /close`, `GET /metrics`, `GET /ready` "
+                   "(200 serving, 503 draining)",
             .to = custom(set::admin_listen),
         },
         {

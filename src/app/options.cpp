@@ -122,6 +122,10 @@ static Options parse_args(const std::vector<std::string>& args,
                  " (a unix socket is bound once); use TCP or systemd socket activation");
     }
     o.server.reuse_port = o.workers > 1;
+    if (o.max_requests > 0 && o.workers < 2)
+        fail("--max-requests needs --workers 2 or more: a worker is replaced by its parent");
+    if (o.max_requests_jitter > 0 && o.max_requests == 0)
+        fail("--max-requests-jitter needs --max-requests");
     // One event must never fill a hold's buffer by itself.
     if (o.max_event_size == 0)
         o.max_event_size = std::min(bus::kDefaultMaxEventSize, o.server.hold_buffer_limit / 4);

@@ -50,6 +50,8 @@ struct Options {
     // Sockets systemd passed (LISTEN_FDS): fd and its FileDescriptorName; when
     // any, they are the listeners and --listen / --admin-listen are not bound.
     std::vector<std::pair<int, std::string>> systemd_fds;
+    // The sockets in systemd_fds were bound by the --workers parent (not systemd).
+    bool listeners_from_parent = false;
     std::vector<MountSpec> mounts;
     size_t blocking_threads = 4, mojo_threads = 2;
     // --mojo-in-loop: a quick mount's requests run on the loop that read them.
@@ -70,6 +72,9 @@ struct Options {
     bool realtime = false;
     std::optional<bus::RedisUrl> redis;  // --bus redis://...; none: in process
     int workers = 1;                     // --workers: more than 1, a supervising parent
+    // --max-requests: a worker past this many requests is replaced by a roll
+    // (0: never); --max-requests-jitter: up to this many more, drawn per worker.
+    int64_t max_requests = 0, max_requests_jitter = 0;
     // --loops: event loop threads in each process; 0 (not given): the cores
     // this process may run on divided by --workers, at least 1.
     int loops = 0;

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -32,6 +33,8 @@
 
 #include "app/activation.hpp"
 #include "app/app.hpp"
+#include "app/fd_limit.hpp"
+#include "app/listeners.hpp"
 #include "app/options.hpp"
 #include "bus/channel.hpp"
 #include "bus/redis_bus.hpp"
@@ -91,56 +94,6 @@ std::string absolute(const std::string& path) {
     return getcwd(cwd, sizeof cwd) ? std::string(cwd) + "/" + path : path;
 }
 
-// File descriptors kept back from --max-connections: stdio, the listeners,
-// admin connections, Python's imports and logs; per loop its event base,
-// the eventfds of its completion ring, bus lane and inbox, and its own TCP
-// listeners; and per pool thread a few for what its handlers open (a
-// database connection, files). `o.loops` is resolved.
-rlim_t fd_reserve(const Options& o) {
-    return 64 + 8 * static_cast<rlim_t>(o.loops) +
-           4 * static_cast<rlim_t>(o.blocking_threads + o.mojo_threads);
-}
-
-// Raises the soft RLIMIT_NOFILE to the hard limit (a refusal keeps the soft
-// one). Returns the soft limit in force.
-rlim_t raise_fd_limit() {
-    rlimit rl{};
-    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return RLIM_INFINITY;
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
-        rlimit want = rl;
-        want.rlim_cur = rl.rlim_max;
-        if (::setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
-    }
-    return rl.rlim_cur;
-}
-
-// Sizes --max-connections by the file descriptors the process may open: by
-// default all of them but the reserve (and, with --realtime, never fewer than
-// --max-holds: every hold is a connection); warns once when the chosen
-// numbers need more descriptors than the limit gives. Past the limit the
-// listener pauses on EMFILE rather than failing.
-void size_connections(Options& o, rlim_t limit) {
-    rlim_t reserve = fd_reserve(o);
-    size_t room = limit == RLIM_INFINITY ? SIZE_MAX
-                  : limit > reserve      ? static_cast<size_t>(limit - reserve)
-                                         : 1;
-    size_t holds = o.realtime ? static_cast<size_t>(o.max_holds) : 0;
-    if (!o.max_connections_given) {
-        o.server.max_connections = std::max(room, holds);
-        if (holds > room)
-            M0_LOG(warn, "--max-holds ", std::to_string(holds),
-                   " needs more file descriptors than ", "the limit of ", std::to_string(limit),
-                   " leaves (about ", std::to_string(room),
-                   " connections): raise the hard limit (ulimit -Hn)");
-    } else if (o.server.max_connections > room) {
-        M0_LOG(warn, "--max-connections ", std::to_string(o.server.max_connections),
-               " is more than the file descriptor limit of ", std::to_string(limit),
-               " allows (about ", std::to_string(room), "): past it, accepting pauses");
-    }
-    M0_LOG(debug, "file descriptor limit ", std::to_string(limit), ": --max-connections ",
-           std::to_string(o.server.max_connections));
-}
-
 // --loops by default: the cores this process may run on (its CPU affinity),
 // shared among the --workers, at least 1.
 int default_loops(int workers) {
@@ -161,6 +114,16 @@ struct Stopping {
 void on_signal(evutil_socket_t sig, short, void* arg) {
     auto& stopping = *static_cast<Stopping*>(arg);
     auto& loops = *stopping.loops;
+    if (sig == proc::kRetireSignal) {
+        // --workers: a roll replaced this worker (its replacement serves on
+        // the same sockets). It drains as on SIGTERM, and leaves the admin
+        // listener to the replacement: a probe asks the one that stays.
+        if (loops[0].server->shutting_down()) return;
+        M0_LOG(info, "retired by the parent: draining");
+        loops.on_every_loop([](m0::server::Server& s) { s.shutdown(); });
+        loops[0].server->close_admin_listeners();
+        return;
+    }
     if (loops[0].server->shutting_down()) {
         M0_LOG(warn, "second signal: stopping now");
         std::_Exit(sig == SIGINT ? 130 : 0);
@@ -173,7 +136,8 @@ void on_signal(evutil_socket_t sig, short, void* arg) {
     loops.on_every_loop([](m0::server::Server& s) { s.shutdown(); });
 }
 
-// SIGHUP: the key files are read again. A file that no longer reads keeps
+// SIGHUP (without --workers) and SIGUSR1: the key files are read again,
+// the access log reopened. A file that no longer reads keeps
 // the keys in use (logged), so a bad edit never stops grants or publishing.
 struct Reload {
     const Options* o;
@@ -181,16 +145,17 @@ struct Reload {
     m0::server::LoopSet* loops;            // each loop's access log is reopened (logrotate)
 };
 
-void on_sighup(evutil_socket_t, short, void* arg) {
+void on_sighup(evutil_socket_t sig, short, void* arg) {
     auto& r = *static_cast<Reload*>(arg);
+    const std::string name = sig == SIGUSR1 ? "SIGUSR1" : "SIGHUP";
     std::string err;
     if (r.grant_keys) {
         if (auto ring = m0::grant::KeyRing::load_file(r.o->grant_key_file, err)) {
             size_t n = ring->size();
             r.grant_keys->set(std::move(*ring));
-            M0_LOG(info, "SIGHUP: --grant-key-file read again: ", std::to_string(n), " keys");
+            M0_LOG(info, name, ": --grant-key-file read again: ", std::to_string(n), " keys");
         } else {
-            M0_LOG(error, "SIGHUP: --grant-key-file: ", err, "; the keys in use are kept");
+            M0_LOG(error, name, ": --grant-key-file: ", err, "; the keys in use are kept");
         }
     }
     if (!r.o->access_log.empty() && r.o->access_log != "-") {
@@ -200,14 +165,15 @@ void on_sighup(evutil_socket_t, short, void* arg) {
         m0::server::LoopUnit* first = &(*r.loops)[0];
         for (size_t i = 0; i < r.loops->size(); ++i) {
             m0::server::LoopUnit* unit = &(*r.loops)[i];
-            auto reopen = [unit, first, left, failed] {
+            auto reopen = [unit, first, left, failed, name] {
                 std::string why;
                 if (!unit->access_log.reopen(why)) {
                     failed->store(true);
-                    M0_LOG(error, "SIGHUP: --access-log: ", why, "; the file in use is kept");
+                    M0_LOG(error, name, ": --access-log: ", why, "; the file in use is kept");
                 }
                 if (left->fetch_sub(1) == 1 && !failed->load())
-                    (void)first->inbox.post([] { M0_LOG(info, "SIGHUP: --access-log reopened"); });
+                    (void)first->inbox.post(
+                        [name] { M0_LOG(info, name, ": --access-log reopened"); });
             };
             if (i == 0)
                 reopen();
@@ -218,11 +184,19 @@ void on_sighup(evutil_socket_t, short, void* arg) {
     if (!r.o->admin_key_file.empty()) {
         if (auto k = read_admin_key(r.o->admin_key_file, err)) {
             (*r.loops)[0].server->set_admin_key(std::move(*k));
-            M0_LOG(info, "SIGHUP: --admin-key-file read again");
+            M0_LOG(info, name, ": --admin-key-file read again");
         } else {
-            M0_LOG(error, "SIGHUP: --admin-key-file: ", err, "; the key in use is kept");
+            M0_LOG(error, name, ": --admin-key-file: ", err, "; the key in use is kept");
         }
     }
+}
+
+// --max-requests-jitter: a number in [0, most], drawn once per worker, so
+// that workers started together are not all replaced at the same moment.
+uint64_t jitter(int64_t most) {
+    if (most <= 0) return 0;
+    std::random_device rd;
+    return std::uniform_int_distribution<uint64_t>(0, static_cast<uint64_t>(most))(rd);
 }
 
 std::string kib(size_t bytes) { return std::to_string(bytes / 1024) + " KiB"; }
@@ -298,8 +272,11 @@ void log_configuration(const Options& o, size_t loops, const m0::server::Server&
                                    : o.server.admin_key.empty() ? " (no key: publish refused)"
                                                                 : " (bearer key)");
     M0_LOG(info, "config: listeners: ", joined(server.listening(false)),
-           o.systemd_fds.empty() ? "" : " (from systemd)", "; admin ", admin, "; at most ",
-           std::to_string(o.server.max_connections), " connections");
+           o.systemd_fds.empty()     ? ""
+           : o.listeners_from_parent ? " (bound by the --workers parent)"
+                                     : " (from systemd)",
+           "; admin ", admin, "; at most ", std::to_string(o.server.max_connections),
+           " connections");
     M0_LOG(info, "config: access log ", o.access_log.empty() ? "off" : o.access_log);
     M0_LOG(info, "config: requests: head ", kib(o.server.limits.max_header), " and ",
            std::to_string(o.server.limits.max_headers), " fields, body ",
@@ -318,53 +295,6 @@ void log_configuration(const Options& o, size_t loops, const m0::server::Server&
            std::to_string(o.max_hold_channels), " channels; hold buffer ",
            kib(o.server.hold_buffer_limit), ", events up to ", kib(o.max_event_size));
     M0_LOG(info, "config: realtime: CORS on hold heads: ", o.server.cors.describe());
-}
-
-// Whether the socket `fd` is bound to a loopback address or is a unix socket.
-bool local_socket(int fd) {
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return false;
-    if (ss.ss_family == AF_UNIX) return true;
-    char buf[INET6_ADDRSTRLEN] = "";
-    if (ss.ss_family == AF_INET)
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, buf, sizeof buf);
-    else if (ss.ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, buf, sizeof buf);
-    return buf[0] && http::loopback_only(buf);
-}
-
-// The listeners: the sockets systemd passed (named "admin": the admin
-// listener; any other: a client one), or else every --listen and the
-// --admin-listen. Under --workers the admin listener is worker 0's: /metrics
-// is one worker's, and a publish reaches every worker through the shared bus.
-void bind_listeners(const Options& o, int worker, server::Server& server) {
-    std::string err;
-    if (!o.systemd_fds.empty()) {
-        for (const auto& [fd, name] : o.systemd_fds) {
-            bool admin = name == "admin";
-            if (admin && worker != 0) continue;
-            if (admin && o.server.admin_open && !local_socket(fd))
-                die("socket activation: --admin-open needs the admin socket on loopback or a "
-                    "unix socket");
-            if (!server.adopt_listener(fd, admin, err)) die("socket activation: " + err);
-        }
-        if (server.listening(false).empty())
-            die("socket activation: every socket systemd passed is named admin; "
-                "a client listener is needed");
-        return;
-    }
-    for (const auto& l : o.listens) {
-        bool ok = l.path.empty() ? server.listen(l.host, l.port, false, err)
-                                 : server.listen_unix(l.path, o.unix_socket, false, err);
-        if (!ok) die(err);
-    }
-    if (worker == 0 && o.admin) {
-        bool ok = o.admin->path.empty()
-                      ? server.listen(o.admin->host, o.admin->port, true, err)
-                      : server.listen_unix(o.admin->path, o.unix_socket, true, err);
-        if (!ok) die("--admin-listen: " + err);
-    }
 }
 
 // The folder holding the `m0` Python package: M0_PYTHON_PACKAGE_DIR from the
@@ -558,19 +488,28 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
 
         Reload reload{&o, grant_keys ? &*grant_keys : nullptr, &loops};
         event* sighup = evsignal_new(loops[0].loop.base(), SIGHUP, on_sighup, &reload);
+        event* sigusr1 = evsignal_new(loops[0].loop.base(), SIGUSR1, on_sighup, &reload);
         event_add(sighup, nullptr);
-        // A worker of --workers starts with SIGHUP blocked (proc::supervise):
-        // one sent while it started is taken now. The threads started before
-        // keep it blocked, so it comes to this one.
-        sigset_t hup;
-        sigemptyset(&hup);
-        sigaddset(&hup, SIGHUP);
-        pthread_sigmask(SIG_UNBLOCK, &hup, nullptr);
+        event_add(sigusr1, nullptr);
         Stopping stopping{&loops, &metrics};
         event* sigterm = evsignal_new(loops[0].loop.base(), SIGTERM, on_signal, &stopping);
         event* sigint = evsignal_new(loops[0].loop.base(), SIGINT, on_signal, &stopping);
         event_add(sigterm, nullptr);
         event_add(sigint, nullptr);
+        // A worker of --workers: its parent retires it once a roll's
+        // replacement serves. Not in one process (the signal's default stays).
+        event* retire = nullptr;
+        if (proc::supervised()) {
+            retire = evsignal_new(loops[0].loop.base(), proc::kRetireSignal, on_signal, &stopping);
+            event_add(retire, nullptr);
+        }
+        // A worker of --workers starts with these blocked (proc::supervise):
+        // one sent while it started is taken now. The threads started before
+        // keep them blocked, so they come to this one.
+        sigset_t handled;
+        sigemptyset(&handled);
+        for (int sig : {SIGHUP, SIGUSR1, proc::kRetireSignal}) sigaddset(&handled, sig);
+        pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
 
         for (const auto& l : server.listening(false))
             M0_LOG(info, "listening on ", l, o.realtime ? " (realtime)" : "",
@@ -585,6 +524,28 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
             proc::notify_ready(
                 "serving on " + server.listening(false).front() +
                 (o.workers > 1 ? " with " + std::to_string(o.workers) + " workers" : ""));
+        // --workers: the parent may now retire the worker this one replaces.
+        proc::tell_parent_ready();
+        // --max-requests: past its count (plus its jitter), the worker asks
+        // the parent for a graceful replacement, once; counted on loop 0's
+        // thread ten times a second from the shared counters.
+        std::unique_ptr<Timer> max_requests;
+        if (o.max_requests > 0) {
+            uint64_t limit = static_cast<uint64_t>(o.max_requests) + jitter(o.max_requests_jitter);
+            M0_LOG(debug, "--max-requests: replaced after ", std::to_string(limit), " requests");
+            max_requests = std::make_unique<Timer>(
+                loops[0].loop,
+                [&metrics, &loops, &max_requests, limit] {
+                    if (metrics.requests_total.load() < limit || loops[0].server->shutting_down())
+                        return;
+                    M0_LOG(info, "--max-requests: ", std::to_string(limit),
+                           " requests served: asking for a replacement");
+                    proc::ask_replacement();
+                    max_requests->stop();
+                },
+                true);
+            max_requests->start(0.1);
+        }
         std::unique_ptr<Timer> watchdog;
         if (double every = proc::watchdog_seconds(); every > 0) {
             // Pinged while every loop turns: one stuck loop stops the pings.
@@ -606,7 +567,10 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         event_free(sigterm);
         event_free(sigint);
         event_free(sighup);
+        event_free(sigusr1);
+        if (retire) event_free(retire);
         watchdog.reset();
+        max_requests.reset();
         loops.close_servers();
     }
 
@@ -662,9 +626,30 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
             if (std::string err; l.path.empty() && !server::check_port_free(l.host, l.port, err))
                 die(err);
     // --check loads and binds once, in this process, with no workers.
-    if (o.workers > 1 && !o.check)
-        return proc::supervise(
-            o.workers, [&](int worker) { return serve(o, worker, mounts, package_dir, venv); });
+    if (o.workers > 1 && !o.check) {
+        std::vector<int> listeners;
+        std::string admin_path;  // a unix admin socket's file, removed at exit
+        // Each worker index's own sockets (none: systemd's, shared by all).
+        std::vector<Sockets> own;
+        if (o.systemd_fds.empty()) own = bind_for_workers(o, admin_path);
+        for (const auto& set : own)
+            for (const auto& [fd, name] : set)
+                if (name != "admin" || &set == &own.front()) listeners.push_back(fd);
+        for (const auto& fd_name : o.systemd_fds) listeners.push_back(fd_name.first);
+        int rc = proc::supervise(o.workers, listeners, [&](int worker) {
+            Options mine = o;
+            if (!own.empty()) {
+                // Its index's sockets; the other indexes' are not its to hold open.
+                mine.systemd_fds = own[static_cast<size_t>(worker)];
+                for (size_t i = 0; i < own.size(); ++i)
+                    for (const auto& [fd, name] : own[i])
+                        if (i != static_cast<size_t>(worker) && name != "admin") ::close(fd);
+            }
+            return serve(std::move(mine), worker, mounts, package_dir, venv);
+        });
+        if (!admin_path.empty()) ::unlink(admin_path.c_str());
+        return rc;
+    }
     return serve(std::move(o), 0, mounts, package_dir, venv);
 }
 

@@ -114,6 +114,24 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
         r.body = render_metrics(metrics_, pools_, bus_);
         return r;
     }
+    if (req.path == "/ready") {
+        if (req.method != "GET" && req.method != "HEAD") {
+            auto r = error_response(405, "use GET");
+            r.headers.add("Allow", "GET, HEAD");
+            return r;
+        }
+        // A draining server still finishes what it has, but takes nothing
+        // new: a balancer or a probe sends the next clients elsewhere.
+        if (draining_) {
+            auto r = error_response(503, "draining");
+            r.headers.add("Retry-After", "1");
+            return r;
+        }
+        Response r;
+        r.headers.add("Content-Type", "text/plain; charset=utf-8");
+        r.body = "ready\n";
+        return r;
+    }
     if (req.path == "/publish" || req.path == "/publish/" || req.path == "/close") {
         if (req.method != "POST") {
             auto r = error_response(405, "use POST");
@@ -156,7 +174,7 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
         };
         return r;
     }
-    return error_response(404, "admin serves /metrics, /publish, /publish/ and /close");
+    return error_response(404, "admin serves /metrics, /ready, /publish, /publish/ and /close");
 }
 
 Response AdminApi::publish_items(const Request& req, Deferred& later) {

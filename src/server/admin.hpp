@@ -1,6 +1,9 @@
 // AdminApi: what the admin listener serves. Loop thread only.
 //
 //   GET  /metrics   the counters (Prometheus text)
+//   GET  /ready     200 while serving, 503 once draining (SIGTERM, or a
+//                   --workers worker being retired): for load balancers and
+//                   readiness probes
 //   POST /publish   {"channel": C, "data": D, "event": E}: an event on the bus
 //   POST /close     {"channel": C}: every hold on C gets a retry hint and ends
 //   POST /publish/  Pushpin's {"items": [...]} (http/json.hpp): each item's
@@ -43,6 +46,8 @@ class AdminApi {
     // The key read again (SIGHUP); later requests are checked against it.
     void set_key(std::string key) { key_ = std::move(key); }
     void set_close(CloseChannel close) { close_ = std::move(close); }
+    // From now on GET /ready answers 503 (the server began to drain).
+    void set_draining() { draining_ = true; }
     // Gets the answer to one admin request, exactly once, on the loop thread:
     // at once, or (a publish on a shared bus) after the bus answers. Never throws.
     using Answer = std::function<void(http::Response)>;
@@ -82,6 +87,7 @@ class AdminApi {
     bus::Bus* bus_;
     CloseChannel close_;
     std::vector<const Pool*> pools_;
+    bool draining_ = false;  // set by Server::shutdown on the same loop
 };
 
 }  // namespace m0::server

@@ -41,6 +41,7 @@ struct Server::Conn {
     bool admin = false;
     bool in_process = false;  // inside process_input (no re-entry)
     bool keep_alive = true;
+    bool dispatched = false;  // a request came on it: idle now, it is an idle keep-alive one
     bool head_request = false;
     bool peer_eof = false;       // the client half-closed: answer what it sent, then close
     bool read_paused = false;    // output over the high-water mark: the next request waits

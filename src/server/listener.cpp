@@ -158,25 +158,24 @@ bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::
     return true;
 }
 
-bool Server::listen_unix(const std::string& path, const UnixSocketOptions& opts, bool admin,
-                         std::string& err) {
+int bind_unix_listener(const std::string& path, const UnixSocketOptions& opts, std::string& err) {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.empty() || path.size() >= sizeof addr.sun_path) {
         err = "unix socket path must be 1 to " + std::to_string(sizeof addr.sun_path - 1) +
               " bytes: '" + path + "'";
-        return false;
+        return -1;
     }
     std::memcpy(addr.sun_path, path.data(), path.size());
     struct stat st {};
     if (::lstat(path.c_str(), &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             err = "cannot listen on unix:" + path + ": the file exists and is not a socket";
-            return false;
+            return -1;
         }
         if (unix_socket_live(addr)) {
             err = "cannot listen on unix:" + path + ": another process accepts on it";
-            return false;
+            return -1;
         }
         ::unlink(path.c_str());  // stale: left by a process that is gone
     }
@@ -184,7 +183,7 @@ bool Server::listen_unix(const std::string& path, const UnixSocketOptions& opts,
     auto fail = [&](const char* what) {
         err = "cannot listen on unix:" + path + ": " + what + ": " + std::strerror(errno);
         if (fd >= 0) ::close(fd);
-        return false;
+        return -1;
     };
     if (fd < 0) return fail("socket");
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return fail("bind");
@@ -194,6 +193,35 @@ bool Server::listen_unix(const std::string& path, const UnixSocketOptions& opts,
         ::chown(path.c_str(), static_cast<uid_t>(opts.uid), static_cast<gid_t>(opts.gid)) != 0)
         return fail("chown");
     if (::listen(fd, kBacklog) != 0) return fail("listen");
+    return fd;
+}
+
+int bind_tcp_listener(const std::string& host_in, uint16_t port, bool reuse_port,
+                      std::string& err) {
+    std::string host;
+    auto res = resolve(host_in, port, host, err);
+    if (!res) return -1;
+    int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    // As evconnlistener_new_bind does for Server::listen: SO_REUSEADDR (a
+    // port left in TIME_WAIT binds) and SO_KEEPALIVE (accepted sockets inherit it).
+    if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0 ||
+        (reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) ||
+        ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, kBacklog) != 0) {
+        err = "cannot listen on " + host_in + ":" + std::to_string(port) + ": " +
+              std::strerror(errno);
+        if (fd >= 0) ::close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+bool Server::listen_unix(const std::string& path, const UnixSocketOptions& opts, bool admin,
+                         std::string& err) {
+    int fd = bind_unix_listener(path, opts, err);
+    if (fd < 0) return false;
+    struct stat st {};
     auto l = std::make_unique<Listener>();
     l->admin = admin;
     l->path = path;

@@ -247,6 +247,7 @@ void Server::resume_reading(Conn& c) {
 void Server::dispatch(Conn& c, Request req) {
     metrics_.requests_total.fetch_add(1);
     c.keep_alive = req.keep_alive && !shutting_down_;
+    c.dispatched = true;
     c.head_request = req.is_head();
     c.version_minor = static_cast<uint8_t>(req.version_minor);
     req.remote_addr = c.remote_addr;
@@ -590,56 +591,6 @@ void Server::close_after_write(SlotRef slot) {
     close_after_write(*c);
     // A reader that does not take its last bytes is not waited for long.
     if (c->phase == Phase::closing) arm_timer(*c, cfg_.hold_drain_timeout);
-}
-
-// ---- shutdown ------------------------------------------------------------
-
-void Server::shutdown() {
-    if (shutting_down_) return;
-    shutting_down_ = true;
-    shutdown_at_ = monotonic_seconds();
-    // Closed, not just disabled: a client that connects now is refused at
-    // once instead of waiting in the backlog to be reset at exit.
-    close_listeners(false);
-    // The process says it once, with every loop's count (serve.cpp).
-    M0_LOG(debug, "loop shutting down: ", std::to_string(open_), " connections, ",
-           std::to_string(holds_.holding().size()), " holds");
-    for (auto& e : slots_) {
-        Conn* c = e.conn.get();
-        if (!c || c->admin) continue;
-        if (c->phase == Phase::holding || c->phase == Phase::polling) {
-            c->keep_alive = false;
-            drop_hold(c->slot);
-        } else if (c->phase == Phase::reading && !c->parser->in_message() &&
-                   evbuffer_get_length(bufferevent_get_input(c->bev)) == 0) {
-            close_conn(*c);
-        } else {
-            c->keep_alive = false;
-        }
-    }
-    grace_timer_ = std::make_unique<Timer>(loop_, [this] {
-        M0_LOG(warn, "grace period over: closing ", std::to_string(open_), " connections");
-        grace_expired_ = true;
-        for (auto& e : slots_)
-            if (e.conn) close_conn(*e.conn);
-        loop_.exit();
-    });
-    grace_timer_->start(cfg_.grace);
-    check_drained();
-}
-
-void Server::check_drained() {
-    if (exited_) return;
-    size_t client = 0;
-    for (auto& e : slots_)
-        if (e.conn && !e.conn->admin) ++client;
-    if (client == 0) {
-        exited_ = true;
-        close_listeners(true);
-        for (auto& e : slots_)
-            if (e.conn) close_conn(*e.conn);
-        loop_.exit();
-    }
 }
 
 }  // namespace m0::server

@@ -120,6 +120,14 @@ using SubmitFn = std::function<Admission(SlotRef, http::Request&&)>;
 // holds the port between the check and the bind). Any thread.
 bool check_port_free(const std::string& host, uint16_t port, std::string& err);
 
+// A listening socket bound to `host`:`port` (TCP; with `reuse_port`,
+// SO_REUSEPORT: one of several on the port) or at `path` (unix, with
+// `opts`; a stale socket file is replaced, a live one refused), for a
+// Server to adopt_listener: what --workers' parent binds for its workers.
+// -1 with `err` set when it cannot listen. Any thread.
+int bind_tcp_listener(const std::string& host, uint16_t port, bool reuse_port, std::string& err);
+int bind_unix_listener(const std::string& path, const UnixSocketOptions& opts, std::string& err);
+
 class Server final : private HoldSink {
   public:
     // `bus` is null without --realtime. All references must outlive the server.
@@ -179,6 +187,9 @@ class Server final : private HoldSink {
     // SIGTERM: stop accepting, send each hold a retry hint and close it, let
     // in-flight requests finish within the grace period, then exit the loop.
     void shutdown();
+    // Loop thread: the admin listeners stop accepting (a --workers worker
+    // being retired: its replacement accepts on the same sockets).
+    void close_admin_listeners() { close_listeners(true); }
     bool shutting_down() const { return shutting_down_; }
     // The loop ended because the grace period ran out (work may still run on
     // pool threads); and when shutdown() began (monotonic seconds).
@@ -365,6 +376,9 @@ class Server final : private HoldSink {
     std::atomic<bool>* accept_episode_ = &own_episode_;
     std::unique_ptr<FdWatcher> ring_watch_, bus_watch_;
     std::unique_ptr<Timer> heartbeat_timer_, grace_timer_;
+    // Draining with the admin listener while other loops still have clients:
+    // looks again (check_drained) until they have none. Loop thread.
+    std::unique_ptr<Timer> drain_recheck_;
     std::unique_ptr<Timer> keepalive_timer_;  // loop thread: HoldTable::keepalive each second
     event* flush_ev_ = nullptr;               // loop thread: runs flush_staged() at the turn's end
     double last_flush_ = -1e9;                // loop thread: when the last flush ended (monotonic)

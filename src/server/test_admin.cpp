@@ -184,3 +184,27 @@ TEST_CASE("admin: --admin-open takes POSTs with no key", "[admin][grip]") {
     Admin closed({}, false, "");
     CHECK(closed.post("/publish", R"({"channel":"a","data":"x"})", "").status == 403);
 }
+
+TEST_CASE("admin: GET /ready is 200 while serving and 503 once draining; other methods 405",
+          "[admin]") {
+    Admin a;
+    Request r;
+    r.method = "GET";
+    r.path = "/ready";
+    auto ok = a.api.handle(r);
+    CHECK(ok.status == 200);
+    CHECK(ok.body == "ready\n");
+    r.method = "HEAD";
+    CHECK(a.api.handle(r).status == 200);
+    r.method = "POST";
+    auto no = a.api.handle(r);
+    CHECK(no.status == 405);
+    CHECK(no.headers.get("Allow") == std::optional<std::string_view>("GET, HEAD"));
+    a.api.set_draining();
+    r.method = "GET";
+    auto draining = a.api.handle(r);
+    CHECK(draining.status == 503);
+    CHECK(draining.headers.get("Retry-After") == std::optional<std::string_view>("1"));
+    // No key is asked for: a probe has none.
+    CHECK(a.api.handle(r).status == 503);
+}

@@ -1487,6 +1487,68 @@ TEST_CASE("server: shutdown closes the listener at once and answers what is in f
     CHECK_FALSE(rig.server->grace_expired());
 }
 
+TEST_CASE(
+    "server: at shutdown an idle keep-alive connection is closed, a new one that has sent "
+    "nothing yet is answered its first request, then closed",
+    "[http][server]") {
+    ServerConfig cfg;
+    cfg.grace = 5;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    uint16_t port = rig.server->bound_port(false);
+    rig.app = [&](SlotRef s, const Request&) {
+        Response resp;
+        resp.body = "answered";
+        rig.post(s, std::move(resp));
+    };
+    auto idle = tcp_connect(port);
+    idle->send(kGet);
+    CHECK(rig.reply(*idle).body == "answered");
+    // Accepted (the kernel completed it; the loop adopts it), its request not sent yet.
+    auto fresh = tcp_connect(port);
+    REQUIRE(rig.step_until([&] { return rig.metrics.connections_open.load() == 2; }));
+    rig.server->shutdown();
+    fresh->send(kGet);
+    Reply r = rig.reply(*fresh);
+    CHECK(r.status == 200);
+    CHECK(r.body == "answered");
+    CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK(rig.step_until([&] { return rig.metrics.connections_open.load() == 0; }));
+}
+
+TEST_CASE(
+    "server admin: GET /ready on the admin listener turns 503 when shutdown begins, and "
+    "answers while the drain lasts",
+    "[http][server][admin]") {
+    ServerConfig cfg;
+    cfg.grace = 5;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    REQUIRE(rig.server->listen("127.0.0.1", 0, true, err));
+    uint16_t port = rig.server->bound_port(false), admin = rig.server->bound_port(true);
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    auto probe = [&] {
+        auto a = tcp_connect(admin);
+        a->send("GET /ready HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+        return rig.reply(*a).status;
+    };
+    CHECK(probe() == 200);
+    auto c = tcp_connect(port);
+    c->send(kGet);
+    REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
+    CHECK(probe() == 200);
+    rig.server->shutdown();
+    // A request still runs: the server drains, and the admin listener says so.
+    CHECK(probe() == 503);
+    Response resp;
+    resp.body = "finished";
+    rig.post(deferred[0], std::move(resp));
+    CHECK(rig.reply(*c).body == "finished");
+}
+
 TEST_CASE("server: pipelined input waiting to be parsed stays bounded while requests run",
           "[http][server][limits]") {
     ServerConfig cfg;
