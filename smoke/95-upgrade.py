@@ -16,6 +16,8 @@ in-process history cannot fill (m0-reset), and hear what is published next.
 Phase 2: the file at the binary's path is replaced by a program that exits
 3: SIGUSR2 ends the upgrade, the old process says so and keeps serving; the
 real binary put back, SIGUSR2 upgrades.
+
+Phase 3: with --workers 2, SIGUSR2 to the parent is a warning, not its end.
 """
 
 import json
@@ -195,6 +197,22 @@ def phase2(ctx):
     check(srv.wait_exit(20) == 0, "the old process did not exit 0: %s" % srv.log_tail(8))
     check(http(srv.addr, "GET", "/native/hello").status == 200, "the new process serves")
     check(http(srv.admin, "GET", "/ready").status == 200, "the new process's admin listener")
+
+
+
+@smoke.phase(3, "with --workers 2 the parent takes SIGUSR2 with a warning (a binary upgrade is one process's) and serves on")
+def phase3(ctx):
+    srv = ctx.server(["--mount", "/native=mojo", "--workers", "2"])
+    srv.require_own("this phase signals the server's parent")
+    os.kill(srv.proc.pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 5
+    while "SIGUSR2: the binary upgrade is for one process" not in srv.log_text():
+        check(srv.alive(), "the parent died of SIGUSR2: %s" % srv.log_tail(5))
+        check(time.monotonic() < deadline, "no warning for SIGUSR2: %s" % srv.log_tail(5))
+        time.sleep(0.05)
+    for i in range(10):
+        check(http(srv.addr, "GET", "/native/hello").status == 200, "GET %d after SIGUSR2" % i)
+    check(srv.alive(), "the parent exited")
 
 
 if __name__ == "__main__":
