@@ -18,8 +18,17 @@ Phase 2: the file at the binary's path is replaced by a program that exits
 real binary put back, SIGUSR2 upgrades.
 
 Phase 3: with --workers 2, SIGUSR2 to the parent is a warning, not its end.
+
+Phase 4: the same upgrade on a Redis bus (a redis-server of its own), with
+smoke-roll's clients and the Django fixture mounted beside the mojo one (the
+new process imports it while the old one serves): M0_UPGRADE_HOLDS holds
+(200) on 8 channels that come back with Last-Event-ID, three loads of
+Django's GET /hello (one keep-alive), events
+published straight to Redis every 10 ms: no refused connection, no failed
+request, every hold gets every event of its channel once and in order.
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -30,12 +39,24 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from m0smoke import LOG_DIR, Conn, Fail, Server, Smoke, check, http, short  # noqa: E402
+from m0smoke import DJANGO_ARGS, LOG_DIR, ROOT, Conn, Fail, Server, Smoke, check, http, short, wait_for  # noqa: E402
+from m0redis import RedisServer  # noqa: E402
+
+sys.path.insert(0, os.path.join(ROOT, "src", "wsgi"))
+from m0 import redis_bus  # noqa: E402
+
+# smoke-roll's clients: the holds that come back with Last-Event-ID and
+# record every event, and the request loads.
+_spec = importlib.util.spec_from_file_location(
+    "roll", os.path.join(os.path.dirname(os.path.abspath(__file__)), "94-roll.py"))
+roll = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(roll)
+HOLDS = int(os.environ.get("M0_UPGRADE_HOLDS", "200"))
 
 SCRIPT = "95-upgrade"
 ARGS = ["--mount", "/native=mojo", "--realtime", "--heartbeat", "60", "--admin-open"] + os.environ.get("M0_UPGRADE_ARGS", "").split()
 
-smoke = Smoke(SCRIPT, __doc__)
+smoke = Smoke(SCRIPT, __doc__, phase_timeout=90.0)
 
 
 def own_binary(ctx):
@@ -213,6 +234,79 @@ def phase3(ctx):
     for i in range(10):
         check(http(srv.addr, "GET", "/native/hello").status == 200, "GET %d after SIGUSR2" % i)
     check(srv.alive(), "the parent exited")
+
+
+
+@smoke.phase(4, "on the Redis bus, under load with M0_UPGRADE_HOLDS holds (200) and events flowing: no refused connection, no failed request, every hold back with every event once, in order")
+def phase4(ctx):
+    redis = RedisServer("%s-phase%d" % (SCRIPT, ctx.number))
+    ctx.finalizers.append(redis.stop)
+    _, path = own_binary(ctx)
+    # Django too: the new process imports it while the old one serves.
+    srv = Server(ctx, path, DJANGO_ARGS + ARGS[2:] + ["--bus", redis.url], "%s-phase4-1" % SCRIPT,
+                 admin=True)
+    ctx.servers.append(srv)
+    srv.start()
+    holds = roll.Holds(srv.addr, HOLDS)
+    ctx.finalizers.insert(0, holds.close)
+    holds.start()
+    wait_for(holds.ready, 20.0, what="every hold's head")
+    stop = threading.Event()
+    loads = [roll.Load(srv.addr, keepalive, stop) for keepalive in (True, False, False)]
+    published = {holds.channel(i): [] for i in range(roll.CHANNELS)}
+
+    def publish():
+        n = 0
+        while not stop.is_set():
+            ch = "roll%d" % (n % roll.CHANNELS)
+            published[ch].append((redis_bus.publish(redis.url, ch, "e%d" % n), "e%d" % n))
+            n += 1
+            time.sleep(0.01)
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    for t in loads + [publisher]:
+        t.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    os.kill(srv.proc.pid, signal.SIGUSR2)
+    new_pid = wait_upgraded(srv, 0)
+    stop_new(ctx, new_pid)
+    check(srv.wait_exit(20) == 0, "the old process did not exit 0: %s" % srv.log_tail(8))
+    took = time.monotonic() - started
+    time.sleep(1.0)
+    stop.set()
+    for t in loads + [publisher]:
+        t.join(10)
+    want = {ch: v[-1][0] for ch, v in published.items() if v}
+
+    def caught_up():
+        with holds.lock:
+            return all(g and g[-1][0] == want[holds.channel(i)] for i, g in enumerate(holds.got))
+
+    wait_for(caught_up, 15.0, what="every hold has its channel's last event")
+    holds.close()
+    bad = []
+    for i, g in enumerate(holds.got):
+        if g != published[holds.channel(i)]:
+            ids = [e for e, _ in g]
+            bad.append("hold %d: %d events, want %d (%d duplicates)" % (
+                i, len(g), len(published[holds.channel(i)]), len(ids) - len(set(ids))))
+    ok = sum(t.ok for t in loads)
+    failed = sum(t.failed for t in loads)
+    refused = sum(t.refused for t in loads) + holds.refused
+    resent = sum(t.resent for t in loads)
+    sys.stderr.write(
+        "  upgrade: %.1fs to the old process's exit; requests %d ok, %d failed, %d refused, "
+        "%d keep-alive resent; holds %d, %d reconnects; events published %d, deliveries %d\n" % (
+            took, ok, failed, refused, resent, HOLDS, holds.reconnects,
+            sum(len(v) for v in published.values()), sum(len(g) for g in holds.got)))
+    check(refused == 0, "%d connections refused during the upgrade" % refused)
+    check(failed == 0, "%d requests failed during the upgrade: %s" % (
+        failed, [e for t in loads for e in t.errors][:5]))
+    check(ok > 100, "only %d requests answered" % ok)
+    check(not holds.errors, "holds: %s" % holds.errors[:5])
+    check(holds.reconnects >= HOLDS, "%d reconnects for %d holds" % (holds.reconnects, HOLDS))
+    check(not bad, "%d holds lost or doubled events: %s" % (len(bad), bad[:5]))
 
 
 if __name__ == "__main__":

@@ -22,13 +22,14 @@ constexpr int kListenFdsStart = 3;                   // SD_LISTEN_FDS_START
 // Main thread at start, read-only after.
 std::string g_exe;
 std::vector<std::string> g_argv;
+std::string g_cwd;  // where it was started: relative arguments (--chdir) read from there
 // The new process's side: the pipe's write end, until it serves (loop 0).
 int g_ready_fd = -1;
 bool g_upgrading = false;
 
 // The child, between fork and exec: only async-signal-safe calls.
 [[noreturn]] void exec_child(const std::vector<int>& fds, int ready_fd, char* const* argv,
-                             char* const* envp, const char* exe) {
+                             char* const* envp, const char* exe, const char* cwd) {
     // Above every fd the numbering below will write to, so no dup2 clobbers
     // a socket not yet moved.
     const int high = static_cast<int>(fds.size()) + kListenFdsStart + 64;
@@ -46,6 +47,9 @@ bool g_upgrading = false;
     // Nothing else goes over: the old process's connections, its event
     // bases and pipes stay its own.
     ::syscall(SYS_close_range, ready_at + 1, ~0U, 0);
+    // The folder it was started in, not the one --chdir made current: the
+    // same arguments mean the same files.
+    if (*cwd && ::chdir(cwd) != 0) ::_exit(127);
     ::execve(exe, argv, envp);
     ::_exit(127);
 }
@@ -57,6 +61,10 @@ void remember_command(int argc, char** argv) {
     ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
     g_exe = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string(argv[0]);
     g_argv.assign(argv, argv + argc);
+    if (char* here = ::getcwd(nullptr, 0)) {
+        g_cwd = here;
+        std::free(here);
+    }
     if (const char* v = std::getenv(kUpgradeFd)) {
         g_upgrading = true;
         g_ready_fd = std::atoi(v);
@@ -130,7 +138,7 @@ bool start_upgrade(const std::vector<std::pair<int, std::string>>& sockets, Upgr
         char* at = listen_pid + std::strlen("LISTEN_PID=");
         while (n > 0) *at++ = digits[--n];
         *at = '\0';
-        exec_child(fds, pipefd[1], argv.data(), envp.data(), g_exe.c_str());
+        exec_child(fds, pipefd[1], argv.data(), envp.data(), g_exe.c_str(), g_cwd.c_str());
     }
     ::close(pipefd[1]);
     out.pid = pid;
