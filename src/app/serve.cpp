@@ -36,6 +36,7 @@
 #include "app/fd_limit.hpp"
 #include "app/listeners.hpp"
 #include "app/options.hpp"
+#include "app/upgrade.hpp"
 #include "bus/channel.hpp"
 #include "bus/redis_bus.hpp"
 #include "grant/grant.hpp"
@@ -274,6 +275,7 @@ void log_configuration(const Options& o, size_t loops, const m0::server::Server&
     M0_LOG(info, "config: listeners: ", joined(server.listening(false)),
            o.systemd_fds.empty()     ? ""
            : o.listeners_from_parent ? " (bound by the --workers parent)"
+           : proc::upgrading()       ? " (handed over by the process this one upgrades)"
                                      : " (from systemd)",
            "; admin ", admin, "; at most ", std::to_string(o.server.max_connections),
            " connections");
@@ -510,6 +512,10 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         sigemptyset(&handled);
         for (int sig : {SIGHUP, SIGUSR1, proc::kRetireSignal}) sigaddset(&handled, sig);
         pthread_sigmask(SIG_UNBLOCK, &handled, nullptr);
+        // One process: SIGUSR2 upgrades the binary (with --workers the
+        // parent's roll replaces the workers instead).
+        std::unique_ptr<UpgradeSignal> upgrade;
+        if (!proc::supervised()) upgrade = std::make_unique<UpgradeSignal>(loops, metrics);
 
         for (const auto& l : server.listening(false))
             M0_LOG(info, "listening on ", l, o.realtime ? " (realtime)" : "",
@@ -524,8 +530,10 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
             proc::notify_ready(
                 "serving on " + server.listening(false).front() +
                 (o.workers > 1 ? " with " + std::to_string(o.workers) + " workers" : ""));
-        // --workers: the parent may now retire the worker this one replaces.
+        // --workers: the parent may now retire the worker this one replaces;
+        // an upgrade: the old process may now drain.
         proc::tell_parent_ready();
+        proc::tell_upgrader_ready();
         // --max-requests: past its count (plus its jitter), the worker asks
         // the parent for a graceful replacement, once; counted on loop 0's
         // thread ten times a second from the shared counters.
@@ -569,6 +577,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         event_free(sighup);
         event_free(sigusr1);
         if (retire) event_free(retire);
+        upgrade.reset();
         watchdog.reset();
         max_requests.reset();
         loops.close_servers();
@@ -613,9 +622,12 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
         die(e.what());
     }
     log::set_level(o.level);
+    proc::remember_command(argc, argv);
     // Socket activation is read before any fork: LISTEN_PID names this process.
     if (std::string err; !proc::systemd_sockets(o.systemd_fds, err)) die(err);
-    if (std::string why = activation_conflict(o); !why.empty()) die(why);
+    // An upgrade's sockets are the old process's own, bound from these flags
+    // (a port 0 among them is now a port).
+    if (std::string why = activation_conflict(o); !why.empty() && !proc::upgrading()) die(why);
     if (!o.systemd_fds.empty() && o.check) o.systemd_fds.clear();  // --check binds its own
     std::string package_dir = find_package_dir(std::move(python_package_dir));
     const VenvUse venv = check_virtualenv(o);

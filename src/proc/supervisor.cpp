@@ -210,7 +210,8 @@ int supervise(int workers, const std::vector<int>& listeners, const std::functio
     // parent, and every worker with it.
     sigset_t waited;
     ::sigemptyset(&waited);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD, ready_signal(), replace_signal()})
+    for (int sig :
+         {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD, ready_signal(), replace_signal()})
         ::sigaddset(&waited, sig);
     Parent p{run, {}, {}, {}, 0, false, true, 0};
     ::sigprocmask(SIG_BLOCK, &waited, &p.before);
@@ -243,6 +244,12 @@ int supervise(int workers, const std::vector<int>& listeners, const std::functio
             M0_LOG(info, "SIGHUP: rolling the workers (each replaced once its new one serves)");
             p.to_roll.clear();
             for (int i = 0; i < workers; ++i) p.roll(i);
+        } else if (sig == SIGUSR2) {
+            // A binary upgrade is one process's (upgrade.hpp); its default
+            // action would end the parent and every worker with it.
+            M0_LOG(warn,
+                   "SIGUSR2: the binary upgrade is for one process; with --workers, "
+                   "SIGHUP rolls the workers (on this binary), a restart runs a new one");
         } else if (sig == SIGUSR1) {
             M0_LOG(info, "SIGUSR1: sent on to the workers");
             for (auto& w : p.pool) ::kill(w.pid, SIGUSR1);

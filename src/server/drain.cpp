@@ -36,8 +36,13 @@ void Server::shutdown() {
         } else if (c->phase == Phase::reading && !c->parser->in_message() &&
                    evbuffer_get_length(bufferevent_get_input(c->bev)) == 0 && c->dispatched) {
             // Idle between requests: closed (a client that sends as it closes
-            // sends again, as HTTP clients do on a reused connection).
-            close_conn(*c);
+            // sends again, as HTTP clients do on a reused connection), once
+            // its last answer is out: one written this very turn is still
+            // in the output, and closing now would drop it.
+            if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+                close_conn(*c);
+            else
+                close_after_write(*c);
         } else {
             // Busy, or new: a connection accepted before the listener closed
             // has its first request on the way (--header-timeout bounds the

@@ -286,6 +286,17 @@ std::vector<std::string> Server::listening(bool admin) const {
     return out;
 }
 
+std::vector<std::pair<int, bool>> Server::listener_fds() const {
+    std::vector<std::pair<int, bool>> out;
+    for (const auto& l : listeners_)
+        if (l->ev) out.emplace_back(evconnlistener_get_fd(l->ev), l->admin);
+    return out;
+}
+
+void Server::leave_listener_files() {
+    for (auto& l : listeners_) l->own_file = false;
+}
+
 void Server::close_listeners(bool admin) {
     for (auto& l : listeners_) {
         if (l->admin != admin || !l->ev) continue;

@@ -172,6 +172,12 @@ class Server final : private HoldSink {
     // gets the channel, and the number closed everywhere once every loop has
     // answered (on this loop's thread). Default: this loop's holds.
     void set_close_everywhere(AdminApi::CloseChannel close) { admin_.set_close(std::move(close)); }
+    // The sockets this server listens on now: each fd, and whether it is
+    // the admin API's (a binary upgrade hands them over).
+    std::vector<std::pair<int, bool>> listener_fds() const;
+    // A binary upgrade's new process serves on these listeners: their unix
+    // socket files are its now, not removed when they close here.
+    void leave_listener_files();
     // The port of the first TCP listener of that kind (0: none).
     uint16_t bound_port(bool admin) const;
     // Every listener of that kind: "HOST:PORT" or "unix:PATH".

@@ -1518,6 +1518,35 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "server: at shutdown an answer written in the same loop turn, not yet on the socket, "
+    "still reaches its client before the close",
+    "[http][server]") {
+    ServerConfig cfg;
+    cfg.grace = 5;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    std::vector<SlotRef> deferred;
+    rig.app = [&](SlotRef s, const Request&) { deferred.push_back(s); };
+    auto c = tcp_connect(rig.server->bound_port(false));
+    c->send(kGet);
+    REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
+    Response resp;
+    resp.body = std::string(64 * 1024, 'a');
+    rig.post(deferred[0], std::move(resp));
+    // The answer goes into the connection's output, and the shutdown comes
+    // before the loop turns again to write it: the connection is idle
+    // between requests, with its answer still to send.
+    rig.server->on_completions_ready();
+    REQUIRE(rig.server->unsent(deferred[0]) > 0);
+    rig.server->shutdown();
+    Reply r = rig.reply(*c);
+    CHECK(r.status == 200);
+    CHECK(r.body.size() == 64 * 1024);
+    CHECK(rig.step_until([&] { return rig.metrics.connections_open.load() == 0; }));
+}
+
+TEST_CASE(
     "server admin: GET /ready on the admin listener turns 503 when shutdown begins, and "
     "answers while the drain lasts",
     "[http][server][admin]") {
