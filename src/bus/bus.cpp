@@ -22,6 +22,10 @@ std::string reason(const PublishResult& r) {
     return "refused";
 }
 
+void keep_format(bool raw, std::string& event) {
+    if (raw && event != kResponseFormat) event.clear();
+}
+
 std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f) {
     if (f.raw && f.event == kResponseFormat) {
         // A long-poll's answer: stream holds get its http-stream content, if any.

@@ -68,9 +68,9 @@ std::string reason(const PublishResult& r);
 // A raw event keeps its format's name (PublishFrame::raw): empty for
 // http-stream content, kResponseFormat for an http-response item; any other
 // name of a raw event is dropped, for it would appear nowhere.
-inline void keep_format(bool raw, std::string& event) {
-    if (raw && event != kResponseFormat) event.clear();
-}
+// (In bus.cpp, not inline: a change to it rebuilds one file, not every one
+// that includes this header.)
+void keep_format(bool raw, std::string& event);
 
 PublishResult check_publish(const std::string& channel, const std::string& event,
                             const std::string& data, size_t max_event_size, bool raw = false);
