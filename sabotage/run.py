@@ -225,6 +225,17 @@ def main():
     if not muts:
         raise SystemExit("sabotage: no mutation selected")
 
+    # Every selected mutation's text is looked for first, in the tree as it
+    # is: a stale one is said at once, not when its lane reaches it.
+    stale = [m for m in muts if (ROOT / m.file).read_text().count(m.find) != 1]
+    for m in stale:
+        count = (ROOT / m.file).read_text().count(m.find)
+        print(f"STALE {m.name}: its text occurs {count} times in {m.file}, not once; "
+              "update the mutation", flush=True)
+    if stale:
+        print(f"sabotage: {len(stale)} stale mutations; nothing was run")
+        return 1
+
     base = pathlib.Path(args.build).resolve()
     base.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
