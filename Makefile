@@ -19,8 +19,9 @@ DEB_PACKAGES := ccache libevent-dev libhttp-parser-dev python3-dev python3-djang
                 chromium fonts-liberation clang-format
 # The fuzzers (make fuzz, make fuzz-brief): clang and its libFuzzer runtime.
 DEB_PACKAGES += clang libclang-rt-14-dev
-# The admin API's JSON (header-only); GRIP: pushpin-publish and PyJWT drive smoke 80.
-DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt
+# The admin API's JSON (header-only); GRIP: pushpin-publish and PyJWT drive
+# smoke 80, and curl is its long-polling client.
+DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt curl
 # The Redis bus (--bus redis://...): hiredis for the server, redis-server for
 # its tests, python3-redis for m0.publish outside m0serve; redis-sentinel for
 # the tests of --bus redis+sentinel:// (a master, a replica, three sentinels).

@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,10 @@ struct Sink : HoldSink {
     }
     size_t backlog(SlotRef) const override { return 0; }
     void close_after_write(SlotRef) override {}
-    size_t answered = 0;  // long-polls: none are opened here
-    void answer(SlotRef, const bus::PublishFrame*) override { ++answered; }
+    // Only stream holds are opened here: a long-poll's answer is a defect.
+    void answer(SlotRef, const bus::PublishFrame*) override {
+        throw std::logic_error("a long-poll answered where only streams are held");
+    }
 };
 
 enum class Kind { publish, hold, step, at_point, cut };

@@ -275,6 +275,62 @@ class Holds(threading.Thread):
             key.fileobj.close()
 
 
+class Publisher(threading.Thread):
+    """Publishes straight to Redis, one event every 10 ms over the CHANNELS
+    channels, until `stop`; `published` keeps each channel's (id, data)."""
+
+    def __init__(self, url, stop):
+        super().__init__(daemon=True)
+        self.url, self.stop = url, stop
+        self.published = {"roll%d" % i: [] for i in range(CHANNELS)}
+
+    def run(self):
+        n = 0
+        while not self.stop.is_set():
+            ch = "roll%d" % (n % CHANNELS)
+            self.published[ch].append((redis_bus.publish(self.url, ch, "e%d" % n), "e%d" % n))
+            n += 1
+            time.sleep(0.01)
+
+
+def check_moved(what, took, holds, published, loads, extra=""):
+    """After a roll or an upgrade (the loads and the publisher stopped): every
+    hold catches up, then no connection was refused, no request failed, every
+    hold moved and got every event of its channel once and in order. Prints
+    the figures."""
+    want = {ch: v[-1][0] for ch, v in published.items() if v}
+
+    def caught_up():
+        with holds.lock:
+            return all(g and g[-1][0] == want[holds.channel(i)] for i, g in enumerate(holds.got))
+
+    wait_for(caught_up, 15.0, what="every hold has its channel's last event")
+    holds.close()
+    bad = []
+    for i, g in enumerate(holds.got):
+        if g != published[holds.channel(i)]:
+            ids = [e for e, _ in g]
+            bad.append("hold %d: %d events, want %d (%d duplicates)" % (
+                i, len(g), len(published[holds.channel(i)]), len(ids) - len(set(ids))))
+    ok = sum(t.ok for t in loads)
+    failed = sum(t.failed for t in loads)
+    refused = sum(t.refused for t in loads) + holds.refused
+    resent = sum(t.resent for t in loads)
+    sys.stderr.write(
+        "  %s: %.1fs; requests %d ok, %d failed, %d refused, %d keep-alive resent; "
+        "holds %d, %d reconnects; events published %d, deliveries %d%s\n" % (
+            what, took, ok, failed, refused, resent, len(holds.got), holds.reconnects,
+            sum(len(v) for v in published.values()), sum(len(g) for g in holds.got), extra))
+    check(refused == 0, "%d connections refused during the %s" % (refused, what))
+    check(failed == 0, "%d requests failed during the %s: %s" % (
+        failed, what, [e for t in loads for e in t.errors][:5]))
+    check(ok > 100, "only %d requests answered" % ok)
+    check(not holds.errors, "holds: %s" % holds.errors[:5])
+    check(holds.reconnects >= len(holds.got), "%d reconnects for %d holds: not every hold was moved" % (
+        holds.reconnects, len(holds.got)))
+    check(not bad, "%d holds lost or doubled events: %s" % (len(bad), bad[:5]))
+
+
 class Probe(threading.Thread):
     """GET /ready on the admin listener every 50 ms: answers by status, and failures."""
 
@@ -335,60 +391,20 @@ def phase2(ctx):
     loads = [Load(srv.addr, keepalive, stop) for keepalive in (True, True, False, False)]
     loads.append(Burst(srv.addr, False, stop))
     probe = Probe(srv.admin, stop)
-    published = {holds.channel(i): [] for i in range(CHANNELS)}
-
-    def publish():
-        n = 0
-        while not stop.is_set():
-            ch = "roll%d" % (n % CHANNELS)
-            published[ch].append((redis_bus.publish(redis.url, ch, "e%d" % n), "e%d" % n))
-            n += 1
-            time.sleep(0.01)
-
-    publisher = threading.Thread(target=publish, daemon=True)
+    publisher = Publisher(redis.url, stop)
     for t in loads + [probe, publisher]:
         t.start()
     time.sleep(1.0)
     started = time.monotonic()
     os.kill(srv.proc.pid, signal.SIGHUP)
     wait_for(lambda: srv.log_text().count(") retired") == 2, 40.0, what="both old workers retired")
-    roll = time.monotonic() - started
+    took = time.monotonic() - started
     time.sleep(1.0)
     stop.set()
     for t in loads + [probe, publisher]:
         t.join(10)
-    total = sum(len(v) for v in published.values())
-    want = {ch: v[-1][0] for ch, v in published.items() if v}
-
-    def caught_up():
-        with holds.lock:
-            return all(g and g[-1][0] == want[holds.channel(i)] for i, g in enumerate(holds.got))
-
-    wait_for(caught_up, 15.0, what="every hold has its channel's last event")
-    holds.close()
-    bad = []
-    for i, g in enumerate(holds.got):
-        if g != published[holds.channel(i)]:
-            ids = [e for e, _ in g]
-            bad.append("hold %d: %d events, want %d (%d duplicates)" % (
-                i, len(g), len(published[holds.channel(i)]), len(ids) - len(set(ids))))
-    ok = sum(t.ok for t in loads)
-    failed = sum(t.failed for t in loads)
-    refused = sum(t.refused for t in loads) + holds.refused
-    resent = sum(t.resent for t in loads)
-    sys.stderr.write(
-        "  roll of 2 workers: %.1fs; requests %d ok, %d failed, %d refused, %d keep-alive resent; "
-        "holds %d, %d reconnects; events published %d, deliveries %d; /ready %r, %d errors\n" % (
-            roll, ok, failed, refused, resent, HOLDS, holds.reconnects, total,
-            sum(len(g) for g in holds.got), probe.status, len(probe.errors)))
-    check(refused == 0, "%d connections refused during the roll" % refused)
-    check(failed == 0, "%d requests failed during the roll: %s" % (
-        failed, [e for t in loads for e in t.errors][:5]))
-    check(ok > 100, "only %d requests answered" % ok)
-    check(not holds.errors, "holds: %s" % holds.errors[:5])
-    check(holds.reconnects >= HOLDS, "%d reconnects for %d holds: not every hold was moved" % (
-        holds.reconnects, HOLDS))
-    check(not bad, "%d holds lost or doubled events: %s" % (len(bad), bad[:5]))
+    check_moved("roll of 2 workers", took, holds, publisher.published, loads,
+                "; /ready %r, %d errors" % (probe.status, len(probe.errors)))
     check(not probe.errors and probe.status.get(200, 0) > 0,
           "/ready during the roll: %r, errors %s" % (probe.status, probe.errors[:3]))
     check(srv.alive(), "the parent ended during the roll")

@@ -39,11 +39,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from m0smoke import DJANGO_ARGS, LOG_DIR, ROOT, Conn, Fail, Server, Smoke, check, http, short, wait_for  # noqa: E402
+from m0smoke import DJANGO_ARGS, LOG_DIR, Conn, Fail, Server, Smoke, check, http, short, wait_for  # noqa: E402
 from m0redis import RedisServer  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "src", "wsgi"))
-from m0 import redis_bus  # noqa: E402
 
 # smoke-roll's clients: the holds that come back with Last-Event-ID and
 # record every event, and the request loads.
@@ -210,15 +208,12 @@ def phase2(ctx):
     check(srv.alive(), "the old process exited")
     check(http(srv.addr, "GET", "/native/hello").status == 200, "the old process stopped serving")
     os.replace(real, path)
-    t_signal = time.monotonic()
     os.kill(srv.proc.pid, signal.SIGUSR2)
     new_pid = wait_upgraded(srv, 0)
-    t_serves = time.monotonic()
     stop_new(ctx, new_pid)
     check(srv.wait_exit(20) == 0, "the old process did not exit 0: %s" % srv.log_tail(8))
     check(http(srv.addr, "GET", "/native/hello").status == 200, "the new process serves")
     check(http(srv.admin, "GET", "/ready").status == 200, "the new process's admin listener")
-
 
 
 @smoke.phase(3, "with --workers 2 the parent takes SIGUSR2 with a warning (a binary upgrade is one process's) and serves on")
@@ -253,17 +248,7 @@ def phase4(ctx):
     wait_for(holds.ready, 20.0, what="every hold's head")
     stop = threading.Event()
     loads = [roll.Load(srv.addr, keepalive, stop) for keepalive in (True, False, False)]
-    published = {holds.channel(i): [] for i in range(roll.CHANNELS)}
-
-    def publish():
-        n = 0
-        while not stop.is_set():
-            ch = "roll%d" % (n % roll.CHANNELS)
-            published[ch].append((redis_bus.publish(redis.url, ch, "e%d" % n), "e%d" % n))
-            n += 1
-            time.sleep(0.01)
-
-    publisher = threading.Thread(target=publish, daemon=True)
+    publisher = roll.Publisher(redis.url, stop)
     for t in loads + [publisher]:
         t.start()
     time.sleep(1.0)
@@ -277,36 +262,7 @@ def phase4(ctx):
     stop.set()
     for t in loads + [publisher]:
         t.join(10)
-    want = {ch: v[-1][0] for ch, v in published.items() if v}
-
-    def caught_up():
-        with holds.lock:
-            return all(g and g[-1][0] == want[holds.channel(i)] for i, g in enumerate(holds.got))
-
-    wait_for(caught_up, 15.0, what="every hold has its channel's last event")
-    holds.close()
-    bad = []
-    for i, g in enumerate(holds.got):
-        if g != published[holds.channel(i)]:
-            ids = [e for e, _ in g]
-            bad.append("hold %d: %d events, want %d (%d duplicates)" % (
-                i, len(g), len(published[holds.channel(i)]), len(ids) - len(set(ids))))
-    ok = sum(t.ok for t in loads)
-    failed = sum(t.failed for t in loads)
-    refused = sum(t.refused for t in loads) + holds.refused
-    resent = sum(t.resent for t in loads)
-    sys.stderr.write(
-        "  upgrade: %.1fs to the old process's exit; requests %d ok, %d failed, %d refused, "
-        "%d keep-alive resent; holds %d, %d reconnects; events published %d, deliveries %d\n" % (
-            took, ok, failed, refused, resent, HOLDS, holds.reconnects,
-            sum(len(v) for v in published.values()), sum(len(g) for g in holds.got)))
-    check(refused == 0, "%d connections refused during the upgrade" % refused)
-    check(failed == 0, "%d requests failed during the upgrade: %s" % (
-        failed, [e for t in loads for e in t.errors][:5]))
-    check(ok > 100, "only %d requests answered" % ok)
-    check(not holds.errors, "holds: %s" % holds.errors[:5])
-    check(holds.reconnects >= HOLDS, "%d reconnects for %d holds" % (holds.reconnects, HOLDS))
-    check(not bad, "%d holds lost or doubled events: %s" % (len(bad), bad[:5]))
+    roll.check_moved("upgrade (to the old process's exit)", took, holds, publisher.published, loads)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 // the same Redis publishes, as another m0serve process would.
 #include <catch2/catch.hpp>
 #include <map>
+#include <stdexcept>
 
 #include "bus/redis_bus.hpp"
 #include "bus/test_redis_server.hpp"
@@ -26,8 +27,10 @@ struct Sink : HoldSink {
     }
     size_t backlog(SlotRef) const override { return 0; }
     void close_after_write(SlotRef) override {}
-    size_t answered = 0;  // long-polls: none are opened here
-    void answer(SlotRef, const bus::PublishFrame*) override { ++answered; }
+    // Only stream holds are opened here: a long-poll's answer is a defect.
+    void answer(SlotRef, const bus::PublishFrame*) override {
+        throw std::logic_error("a long-poll answered where only streams are held");
+    }
 };
 
 }  // namespace
