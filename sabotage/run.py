@@ -110,7 +110,11 @@ def copy_tree(dest):
 
 def run_test(build, test, log):
     env = dict(os.environ, RC_PARAMS=f"max_success={PROPERTY_CASES}")
-    return sh([str(build / test)], log, env=env, timeout=300)
+    # A Catch2 test (test_*) stops at its first failure (--abort): a caught
+    # mutation need not wait for the test cases after the one that caught it.
+    # The baseline runs unmutated, so every case of it still runs there.
+    args = ["--abort"] if test.startswith("test_") else []
+    return sh([str(build / test), *args], log, env=env, timeout=300)
 
 
 def split_lanes(muts, lanes):
@@ -137,6 +141,7 @@ class Lane:
         self.marker = base / f"mutated{suffix}"
         self.muts, self.jobs, self.say = muts, jobs, say
         self.failed = []  # names of the mutations not caught
+        self.spent = []  # (seconds, build seconds, test seconds, name), one a mutation
         self.error = None  # why the lane could not start (cmake, baseline)
 
     def prepare(self):
@@ -173,11 +178,15 @@ class Lane:
             return
         for m in self.muts:
             began = time.monotonic()
+            self.build_s = self.test_s = 0.0
             verdict = self.one(m)
             if verdict:
                 self.failed.append(m.name)
+            took = time.monotonic() - began
+            self.spent.append((took, self.build_s, self.test_s, m.name))
             self.say(f"{verdict or 'CAUGHT'} {m.name}" + (f" by {m.test}" if not verdict else "") +
-                     f" ({time.monotonic() - began:.0f} s): " + (m.what if not verdict else self.why))
+                     f" ({took:.0f} s: build {self.build_s:.0f}, test {self.test_s:.0f}): " +
+                     (m.what if not verdict else self.why))
 
     def one(self, m):
         """None when the mutation is caught; else STALE, BROKEN or MISSED
@@ -191,11 +200,18 @@ class Lane:
         try:
             self.marker.write_text(m.file)
             target.write_text(original.replace(m.find, m.replace))
-            if sh(["cmake", "--build", self.build, "-j", self.jobs, "--target", m.test], self.log):
+            t0 = time.monotonic()
+            built = sh(["cmake", "--build", self.build, "-j", self.jobs, "--target", m.test], self.log)
+            self.build_s = time.monotonic() - t0
+            if built:
                 self.why = f"the mutated tree does not build (log: {self.log})"
                 return "BROKEN"
-            if run_test(self.build, m.test, self.log) != 0:
-                return None
+            t0 = time.monotonic()
+            try:
+                if run_test(self.build, m.test, self.log) != 0:
+                    return None
+            finally:
+                self.test_s = time.monotonic() - t0
             self.why = f"{m.test} still passes although {m.what}"
             return "MISSED"
         except subprocess.TimeoutExpired:
@@ -260,6 +276,12 @@ def main():
     failed = {name for lane in lanes for name in lane.failed}
     print(f"sabotage: {len(muts) - len(failed)} passed, {len(failed)} failed, {len(lanes)} lanes, "
           f"{time.monotonic() - began:.0f} s")
+    # Where the time went: the harness's own budget is watched with this.
+    spent = sorted((s for lane in lanes for s in lane.spent), reverse=True)
+    if spent:
+        print(f"sabotage: mutations took {sum(s[0] for s in spent):.0f} lane-seconds: building "
+              f"{sum(s[1] for s in spent):.0f}, testing {sum(s[2] for s in spent):.0f}; slowest: " +
+              ", ".join(f"{name} {t:.0f} s (build {b:.0f}, test {x:.0f})" for t, b, x, name in spent[:8]))
     if errors:
         return 2
     if failed:
