@@ -8,13 +8,17 @@ script
 
   1. copies the working tree (the files git tracks or would track) to
      BUILD/tree -- the working tree itself is never changed;
-  2. builds the named test there (out of tree, BUILD/build, warnings not
-     fatal; -O2 as the project's default build, without its debug
-     information: src/server/server.cpp compiles in 3.4 s instead of 5.4,
-     and `make test` took 26 minutes instead of 32) and runs it unmutated:
-     the baseline must pass;
+  2. builds the named test there (in BUILD/tree/build, configured as `make
+     build` configures build/, so that with ccache each file the mutations
+     leave alone is a cache hit of the project's own build: the same
+     compiler arguments, the same paths relative to the build folder; the
+     lanes' baselines had compiled the whole project again, twice, at one
+     core each) and runs it unmutated: the baseline must pass;
   3. applies the mutation to the copy (failing if the text does not occur
-     exactly once: a mutation that no longer applies is itself a failure);
+     exactly once: a mutation that no longer applies is itself a failure),
+     with the project's warnings turned back from errors into warnings in
+     the mutated file alone (pragmas above its first line, then `#line 1`):
+     a mutation may leave a variable unused;
   4. rebuilds and runs the test, which must now FAIL;
   5. restores the copy's file.
 
@@ -22,8 +26,8 @@ It prints one line per mutation, CAUGHT or MISSED, with the test that caught
 it and the seconds it took, and exits non-zero unless every mutation was
 caught.
 
-Steps 1-5 run in --lanes copies side by side (BUILD/tree and BUILD/build,
-BUILD/tree-1 and BUILD/build-1, ...; logs sabotage.log, sabotage-1.log), the
+Steps 1-5 run in --lanes copies side by side (BUILD/tree with BUILD/tree/build,
+BUILD/tree-1 with BUILD/tree-1/build, ...; logs sabotage.log, sabotage-1.log), the
 mutations split between them with each test's mutations in one lane: a
 mutation's rebuild is one compile and one link, which a second core does not
 speed up, so two lanes on two cores do twice the mutations an hour.
@@ -35,6 +39,7 @@ speed up, so two lanes on two cores do twice the mutations an hour.
 import argparse
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +47,21 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def warning_pragmas():
+    """The lines put above a mutated file: each warning flag of the project's
+    M0_WARNINGS (CMakeLists.txt) back to a warning under -Werror, then the
+    file's own line numbers."""
+    text = (ROOT / "CMakeLists.txt").read_text()
+    found = re.search(r"set\(M0_WARNINGS([^)]*)\)", text)
+    flags = found.group(1).split() if found else []
+    flags = [f for f in flags if f.startswith("-W") and not f.startswith("-Wno-")]
+    flags += ["-Wunused-result", "-Wdeprecated-declarations"]  # on by default
+    return "".join(f'#pragma GCC diagnostic warning "{f}"\n' for f in flags) + "#line 1\n"
+
+
+PRAGMAS = warning_pragmas()
 # Property tests run this many cases under sabotage (and in the baseline).
 PROPERTY_CASES = os.environ.get("SABOTAGE_PROPERTY_CASES", "300")
 
@@ -104,7 +124,10 @@ def copy_tree(dest):
         shutil.copymode(src, dst)
     if dest.exists():
         for path in dest.rglob("*"):
-            if path.is_file() and str(path.relative_to(dest)) not in wanted:
+            rel = path.relative_to(dest)
+            if rel.parts[0] == "build":
+                continue  # the lane's build folder (untracked, as build/ is)
+            if path.is_file() and str(rel) not in wanted:
                 path.unlink()
 
 
@@ -136,7 +159,10 @@ class Lane:
 
     def __init__(self, base, index, muts, jobs, say):
         suffix = "" if index == 0 else f"-{index}"
-        self.tree, self.build = base / f"tree{suffix}", base / f"build{suffix}"
+        # The build folder inside the tree, as build/ is in the project's.
+        self.tree = base / f"tree{suffix}"
+        self.build = self.tree / "build"
+        self.old_build = base / f"build{suffix}"  # where earlier versions built
         self.log = base / f"sabotage{suffix}.log"
         self.marker = base / f"mutated{suffix}"
         self.muts, self.jobs, self.say = muts, jobs, say
@@ -154,9 +180,11 @@ class Lane:
             if stale.exists():
                 stale.unlink()
             self.marker.unlink()
+        if self.old_build.is_dir():
+            shutil.rmtree(self.old_build)
         copy_tree(self.tree)
-        if sh(["cmake", "-S", self.tree, "-B", self.build, "-DM0_WERROR=OFF", "-DCMAKE_BUILD_TYPE=Release",
-               "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"], self.log):
+        # As `make configure` does (SANITIZER empty): the same arguments.
+        if sh(["cmake", "-S", self.tree, "-B", self.build, "-DSANITIZER="], self.log):
             self.error = f"sabotage: cmake failed (log: {self.log})"
             return False
         # The baseline: every named test builds and passes unmutated.
@@ -199,7 +227,7 @@ class Lane:
             return "STALE"
         try:
             self.marker.write_text(m.file)
-            target.write_text(original.replace(m.find, m.replace))
+            target.write_text(PRAGMAS + original.replace(m.find, m.replace))
             t0 = time.monotonic()
             built = sh(["cmake", "--build", self.build, "-j", self.jobs, "--target", m.test], self.log)
             self.build_s = time.monotonic() - t0
