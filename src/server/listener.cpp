@@ -293,10 +293,15 @@ std::vector<std::string> Server::listening(bool admin) const {
     return out;
 }
 
-std::vector<std::pair<int, bool>> Server::listener_fds() const {
-    std::vector<std::pair<int, bool>> out;
-    for (const auto& l : listeners_)
-        if (l->ev) out.emplace_back(evconnlistener_get_fd(l->ev), l->admin);
+std::vector<std::pair<int, std::string>> Server::listener_fds() const {
+    std::vector<std::pair<int, std::string>> out;
+    for (const auto& l : listeners_) {
+        if (!l->ev) continue;
+        const bool plain = cfg_.tls && l->path.empty() && !l->tls;
+        out.emplace_back(evconnlistener_get_fd(l->ev), l->admin ? "admin"
+                                                       : plain  ? "plain"
+                                                                : "http");
+    }
     return out;
 }
 

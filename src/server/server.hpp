@@ -188,9 +188,10 @@ class Server final : private HoldSink {
     // gets the channel, and the number closed everywhere once every loop has
     // answered (on this loop's thread). Default: this loop's holds.
     void set_close_everywhere(AdminApi::CloseChannel close) { admin_.set_close(std::move(close)); }
-    // The sockets this server listens on now: each fd, and whether it is
-    // the admin API's (a binary upgrade hands them over).
-    std::vector<std::pair<int, bool>> listener_fds() const;
+    // The sockets this server listens on now: each fd and its name as
+    // socket activation passes it ("admin"; "plain" for a TCP client one
+    // kept plain under TLS; else "http"): a binary upgrade hands them over.
+    std::vector<std::pair<int, std::string>> listener_fds() const;
     // A binary upgrade's new process serves on these listeners: their unix
     // socket files are its now, not removed when they close here.
     void leave_listener_files();
