@@ -125,6 +125,13 @@ ServerConfig tls_config(const Certs& certs, const std::string& name) {
     return cfg;
 }
 
+// Listens on a TLS port (127.0.0.1, any free port); its number.
+uint16_t listen_tls(ServerRig& rig) {
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    return rig.server->bound_port(false);
+}
+
 constexpr char kGet[] = "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n";
 
 }  // namespace
@@ -186,14 +193,13 @@ TEST_CASE(
     Certs certs;
     REQUIRE(certs.make("a", 31));
     TlsRig rig(tls_config(certs, "a"));
+    const uint16_t port = listen_tls(rig);
     std::string err;
-    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
     REQUIRE(rig.server->listen("127.0.0.1", 0, false, err, true));  // --listen-plain
     const auto names = rig.server->listening(false);
     REQUIRE(names.size() == 2);
     CHECK(names[0].ends_with(" (TLS)"));
     CHECK_FALSE(names[1].ends_with(" (TLS)"));
-    const uint16_t port = rig.server->bound_port(false);
 
     auto over_tls = [&] {
         TlsClient c(port);
@@ -238,9 +244,7 @@ TEST_CASE(
     cfg.tls_handshake_timeout = 0.2;
     cfg.header_timeout = 30;  // not what closes them
     TlsRig rig(std::move(cfg));
-    std::string err;
-    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
-    const uint16_t port = rig.server->bound_port(false);
+    const uint16_t port = listen_tls(rig);
     SocketClient silent(connect_loopback(port));
     SocketClient stalled(connect_loopback(port));
     // A ClientHello's record header and the start of the message, no more.
@@ -258,15 +262,13 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "tls: a hold over TLS keeps its OpenSSL bufferevent: events and heartbeats reach the "
-    "client encrypted, in order",
+    "tls: a hold over TLS keeps its OpenSSL bufferevent: its events reach the client "
+    "through OpenSSL, in order",
     "[tls][hold]") {
     Certs certs;
     REQUIRE(certs.make("a", 51));
     HoldRig rig(tls_config(certs, "a"));
-    std::string err;
-    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
-    TlsClient c(rig.server->bound_port(false));
+    TlsClient c(listen_tls(rig));
     REQUIRE(rig.step_until([&] { return c.handshake(); }));
     REQUIRE(c.write("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
     REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
