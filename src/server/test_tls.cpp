@@ -292,3 +292,25 @@ TEST_CASE(
     CHECK_FALSE(c.eof);
     CHECK(rig.server->holds() == 1);
 }
+
+TEST_CASE(
+    "tls: past max_connections a TLS listener closes a new connection without a byte; "
+    "one waiting for its first byte counts",
+    "[tls][server]") {
+    Certs certs;
+    REQUIRE(certs.make("a", 61));
+    ServerConfig cfg = tls_config(certs, "a");
+    cfg.max_connections = 1;
+    TlsRig rig(std::move(cfg));
+    const uint16_t port = listen_tls(rig);
+    SocketClient first(connect_loopback(port));  // says nothing yet: a peek
+    SocketClient second(connect_loopback(port));
+    CHECK(rig.step_until([&] {
+        second.pump();
+        return second.eof;
+    }));
+    CHECK(second.in.empty());
+    CHECK(rig.metrics.connections_refused.load() == 1);
+    first.pump();
+    CHECK_FALSE(first.eof);
+}
