@@ -116,10 +116,12 @@ struct TlsRig : ServerRig {
     }
 };
 
-ServerConfig tls_config(const Certs& certs, const std::string& name) {
+// A config with TLS on, its certificate "a" made with `serial`.
+ServerConfig tls_config(const Certs& certs, int serial) {
+    REQUIRE(certs.make("a", serial));
     std::string err;
     ServerConfig cfg;
-    cfg.tls = TlsContext::load(certs.path(name + ".pem"), certs.path(name + ".key"), err);
+    cfg.tls = TlsContext::load(certs.path("a.pem"), certs.path("a.key"), err);
     INFO(err);
     REQUIRE(cfg.tls);
     return cfg;
@@ -191,8 +193,7 @@ TEST_CASE(
     "400 and the server serves on",
     "[tls][server]") {
     Certs certs;
-    REQUIRE(certs.make("a", 31));
-    TlsRig rig(tls_config(certs, "a"));
+    TlsRig rig(tls_config(certs, 31));
     const uint16_t port = listen_tls(rig);
     std::string err;
     REQUIRE(rig.server->listen("127.0.0.1", 0, false, err, true));  // --listen-plain
@@ -239,8 +240,7 @@ TEST_CASE(
     "tls_handshake_timeout",
     "[tls][server]") {
     Certs certs;
-    REQUIRE(certs.make("a", 41));
-    ServerConfig cfg = tls_config(certs, "a");
+    ServerConfig cfg = tls_config(certs, 41);
     cfg.tls_handshake_timeout = 0.2;
     cfg.header_timeout = 30;  // not what closes them
     TlsRig rig(std::move(cfg));
@@ -266,8 +266,7 @@ TEST_CASE(
     "through OpenSSL, in order",
     "[tls][hold]") {
     Certs certs;
-    REQUIRE(certs.make("a", 51));
-    HoldRig rig(tls_config(certs, "a"));
+    HoldRig rig(tls_config(certs, 51));
     TlsClient c(listen_tls(rig));
     REQUIRE(rig.step_until([&] { return c.handshake(); }));
     REQUIRE(c.write("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
@@ -298,8 +297,7 @@ TEST_CASE(
     "one waiting for its first byte counts",
     "[tls][server]") {
     Certs certs;
-    REQUIRE(certs.make("a", 61));
-    ServerConfig cfg = tls_config(certs, "a");
+    ServerConfig cfg = tls_config(certs, 61);
     cfg.max_connections = 1;
     TlsRig rig(std::move(cfg));
     const uint16_t port = listen_tls(rig);
