@@ -29,6 +29,11 @@ DEB_PACKAGES += libhiredis-dev redis-server python3-redis redis-sentinel
 # systemd: sd_notify and socket activation (libsystemd), and
 # systemd-socket-activate, which smoke 10 starts m0serve under.
 DEB_PACKAGES += libsystemd-dev systemd
+# TLS on the listeners (--certfile): libevent's OpenSSL bufferevents (the
+# library behind pkg-config's libevent_openssl; libevent-dev names it too),
+# and the openssl CLI that smoke 96-tls and test_tls make certificates and
+# drive s_client with.
+DEB_PACKAGES += libevent-openssl-2.1-7 openssl
 # --config FILE: TOML, read with Debian's toml++.
 DEB_PACKAGES += libtomlplusplus-dev
 # smoke 93-virtualenv makes a venv and installs into it offline: venv, and
