@@ -31,7 +31,7 @@ DEB_PACKAGES += libhiredis-dev redis-server python3-redis redis-sentinel
 DEB_PACKAGES += libsystemd-dev systemd
 # TLS on the listeners (--certfile): libevent's OpenSSL bufferevents (the
 # library behind pkg-config's libevent_openssl; libevent-dev names it too),
-# and the openssl CLI that smoke 96-tls and test_tls make certificates and
+# and the openssl CLI that smoke 97-tls and test_tls make certificates and
 # drive s_client with.
 DEB_PACKAGES += libevent-openssl-2.1-7 openssl
 # --config FILE: TOML, read with Debian's toml++.

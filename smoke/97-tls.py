@@ -48,7 +48,7 @@ from m0smoke import (  # noqa: E402
     DJANGO_ARGS, HOST, Conn, Fail, Smoke, build_request, check, check_hold_head, event_bytes,
     expect_events, free_port, form_body, http, read_head_body, short)
 
-SCRIPT = "96-tls"
+SCRIPT = "97-tls"
 ADMIN_KEY = "smoke-admin-key-96tls-7c1e"
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 CURL = shutil.which("curl") or "/usr/bin/curl"
