@@ -280,6 +280,124 @@ void RedisBus::on_publish_reply(redisAsyncContext* ac, void* reply, void* priv) 
         self->link_lost(nullptr, "the master answers READONLY (it became a replica)");
 }
 
+BatchResult RedisBus::batch_result(std::vector<PublishResult>& results, size_t sent) {
+    BatchResult b;
+    size_t i = 0;
+    while (i < sent && results[i].ok()) b.ids.push_back(results[i++].id);
+    if (i == results.size()) return b;
+    b.failed = i;
+    b.error = std::move(results[i]);
+    if (b.error.error == PublishError::ok)  // never sent: the link went first
+        b.error = publish_result(nullptr, "the link was lost before the event was sent");
+    size_t later = 0;
+    for (size_t k = i + 1; k < sent; ++k) later += results[k].ok();
+    b.error.detail += "; event " + std::to_string(i) + " and the " +
+                      std::to_string(results.size() - i - 1) + " after it not answered as taken";
+    if (later) b.error.detail += " (" + std::to_string(later) + " of those after it were taken)";
+    return b;
+}
+
+BatchResult RedisBus::publish_batch(std::vector<PublishEvent> events) {
+    BatchResult b = check_batch(events, opt_.max_event_size);
+    if (!b.ok() && b.error.error == PublishError::too_large) too_large.fetch_add(1);
+    if (!b.ok() || events.empty()) return b;
+    std::vector<PublishResult> results(events.size());
+    if (!up_.load()) {
+        results[0] = publish_result(nullptr, "not connected (reconnecting)");
+        return batch_result(results, 0);
+    }
+    std::lock_guard lock(pub_mu_);
+    std::string err;
+    if (!publish_link_ready_locked(err)) {
+        results[0] = publish_result(nullptr, err);
+        return batch_result(results, 0);
+    }
+    // Written together, read in order: one round trip for the batch.
+    for (const auto& e : events) {
+        Argv a = publish_argv(sha_, opt_, e.channel, e.data, e.event, e.raw);
+        redisAppendCommandArgv(pub_, a.argc(), a.ptrs.data(), a.lens.data());
+    }
+    size_t got = 0;
+    bool lost = false, moved = false;
+    for (; got < events.size(); ++got) {
+        void* v = nullptr;
+        if (redisGetReply(pub_, &v) != REDIS_OK || !v) {
+            // No answer: whether Redis ran this one and the rest is unknown.
+            results[got] = publish_result(nullptr, std::string("no answer: ") + pub_->errstr);
+            lost = true;
+            break;
+        }
+        auto* reply = static_cast<redisReply*>(v);
+        moved = moved || read_only(reply);
+        results[got] = publish_result(reply, "");
+        freeReplyObject(reply);
+    }
+    if (lost || moved) {
+        redisFree(pub_);
+        pub_ = nullptr;
+        if (moved) master_moved_.store(true);
+    }
+    return batch_result(results, got + (lost ? 1 : 0));
+}
+
+// A pipelined batch on the command link: its replies, as they come.
+struct RedisBus::BatchRun {
+    std::vector<PublishResult> results;
+    size_t sent = 0;      // EVALSHAs handed to hiredis
+    size_t answered = 0;  // replies (or their loss) seen
+    bool sending = true;  // still handing them over
+    BatchDone done;
+};
+struct BatchReply {
+    std::shared_ptr<void> run;  // RedisBus::BatchRun
+    size_t index = 0;
+};
+
+void RedisBus::publish_batch_later(std::vector<PublishEvent> events, BatchDone done) {
+    BatchResult b = check_batch(events, opt_.max_event_size);
+    if (!b.ok() && b.error.error == PublishError::too_large) too_large.fetch_add(1);
+    if (!b.ok() || events.empty()) return done(std::move(b));
+    auto run = std::make_shared<BatchRun>();
+    run->results.resize(events.size());
+    run->done = std::move(done);
+    if (!up_.load() || !cmd_) {
+        run->results[0] = publish_result(nullptr, "not connected (reconnecting)");
+        return run->done(batch_result(run->results, 0));
+    }
+    for (size_t i = 0; i < events.size(); ++i) {
+        const auto& e = events[i];
+        Argv a = publish_argv(sha_, opt_, e.channel, e.data, e.event, e.raw);
+        auto* pending = new BatchReply{run, i};
+        if (redisAsyncCommandArgv(cmd_, on_batch_reply, pending, a.argc(), a.ptrs.data(),
+                                  a.lens.data()) != REDIS_OK) {
+            delete pending;
+            run->results[i] = publish_result(nullptr, "the command link refused the publish");
+            break;
+        }
+        run->sent = i + 1;
+    }
+    run->sending = false;
+    if (run->answered == run->sent)
+        run->done(batch_result(run->results, run->sent + (run->sent < events.size())));
+}
+
+void RedisBus::on_batch_reply(redisAsyncContext* ac, void* reply, void* priv) {
+    std::unique_ptr<BatchReply> pending(static_cast<BatchReply*>(priv));
+    auto* self = static_cast<RedisBus*>(ac->data);
+    if (self->closing_) return;
+    auto run = std::static_pointer_cast<BatchRun>(pending->run);
+    auto* r = static_cast<redisReply*>(reply);
+    run->results[pending->index] =
+        self->publish_result(r, "the connection was lost before Redis answered");
+    ++run->answered;
+    if (!run->sending && run->answered == run->sent) {
+        const size_t n = run->results.size();
+        run->done(self->batch_result(run->results, run->sent + (run->sent < n)));
+    }
+    if (r && read_only(r) && ac == self->cmd_)
+        self->link_lost(nullptr, "the master answers READONLY (it became a replica)");
+}
+
 bool RedisBus::send(HoldFrame frame) {
     // Other processes publish too: the replay reads where it ends from Redis.
     frame.upto = kUptoUnknown;

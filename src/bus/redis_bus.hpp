@@ -113,6 +113,12 @@ class RedisBus final : public Bus {
                           bool raw = false) override;
     void publish_later(std::string channel, std::string data, std::string event, bool raw,
                        PublishDone done) override;
+    // A batch is pipelined: every EVALSHA written before the first answer is
+    // read, one round trip for all (Redis runs them in order on one link: the
+    // shared counter numbers them in batch order). Answers the ids of the
+    // events taken before the first that failed (BatchResult).
+    BatchResult publish_batch(std::vector<PublishEvent> events) override;
+    void publish_batch_later(std::vector<PublishEvent> events, BatchDone done) override;
     uint64_t position() const override { return last_id_.load(); }
     bool send(HoldFrame frame) override;
     size_t drain(std::deque<Frame>& out) override { return queue_.drain(out); }
@@ -177,6 +183,11 @@ class RedisBus final : public Bus {
     std::string refusal_text(const std::string& error) const;
     static void on_sub_reply(redisAsyncContext* ac, void* reply, void* priv);
     static void on_publish_reply(redisAsyncContext* ac, void* reply, void* priv);
+    struct BatchRun;
+    static void on_batch_reply(redisAsyncContext* ac, void* reply, void* priv);
+    // The answer of a batch whose replies are in: the ids up to the first
+    // failure, which names its index and says how many after it Redis took.
+    BatchResult batch_result(std::vector<PublishResult>& results, size_t sent);
     static void on_replay_reply(redisAsyncContext* ac, void* reply, void* priv);
     static void on_position_reply(redisAsyncContext* ac, void* reply, void* priv);
     void on_message(const std::string& channel, const redisReply& payload);

@@ -159,6 +159,7 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
             };
             return r;
         }
+        if (http::is_batch(req.body)) return publish_batch(req, later);
         http::AdminEvent ev;
         if (!http::decode_publish(req.body, ev, err)) return error_response(400, err);
         // The channel's own reason first; then an event with no data at all,
@@ -175,6 +176,58 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
         return r;
     }
     return error_response(404, "admin serves /metrics, /ready, /publish, /publish/ and /close");
+}
+
+namespace {
+// A batch's answer: every id, or why it was refused (naming the event), or
+// which events a failing bus took.
+Response batch_answer(bus::BatchResult& b) {
+    if (b.ok()) {
+        Response r;
+        r.headers.add("Content-Type", "application/json");
+        r.body = http::encode_answer({{"ids", b.ids}});
+        return r;
+    }
+    Response r = publish_answer(b.error);
+    std::string why = "event " + std::to_string(b.failed) + ": " + bus::reason(b.error);
+    if (b.error.error == bus::PublishError::refused) why = "the bus channel is full";
+    if (!b.ids.empty())
+        why += " (the " + std::to_string(b.ids.size()) + " events before it were taken: ids " +
+               std::to_string(b.ids.front()) + " to " + std::to_string(b.ids.back()) + ")";
+    else if (b.error.error != bus::PublishError::bad_name &&
+             b.error.error != bus::PublishError::too_large)
+        why += " (no event of the batch was taken)";
+    return error_response(r.status, why);
+}
+}  // namespace
+
+Response AdminApi::publish_batch(const Request& req, Deferred& later) {
+    auto events = std::make_shared<std::vector<http::AdminEvent>>();
+    std::string err;
+    if (!http::decode_publish_batch(req.body, *events, err)) return error_response(400, err);
+    if (events->size() > batch_max_)
+        return error_response(413, "batch of " + std::to_string(events->size()) +
+                                       " events, over --publish-batch-max " +
+                                       std::to_string(batch_max_));
+    // What a single publish refuses at once, refused here for the whole batch.
+    for (size_t i = 0; i < events->size(); ++i) {
+        const auto& ev = (*events)[i];
+        if (auto e = bus::check_channel(ev.channel); e != bus::NameError::ok)
+            return error_response(400, "event " + std::to_string(i) + ": " + bus::reason(e));
+        if (!ev.has_data)
+            return error_response(400, "event " + std::to_string(i) +
+                                           ": missing data (give \"data\": \"\" for an "
+                                           "empty event)");
+    }
+    later = [this, events](Answer answer) {
+        std::vector<bus::PublishEvent> batch;
+        batch.reserve(events->size());
+        for (auto& ev : *events)
+            batch.push_back({std::move(ev.channel), std::move(ev.data), std::move(ev.event)});
+        bus_->publish_batch_later(std::move(batch),
+                                  [answer](bus::BatchResult b) { answer(batch_answer(b)); });
+    };
+    return {};
 }
 
 Response AdminApi::publish_items(const Request& req, Deferred& later) {
