@@ -67,6 +67,15 @@ Response AdminApi::handle(const Request& req) {
 }
 
 namespace {
+// Why an admin event is refused before the bus sees it, if it is: the
+// channel's own reason first; then an event with no data at all, which
+// would go out as an empty event, is the caller's slip.
+std::optional<std::string> refused_event(const http::AdminEvent& ev) {
+    if (auto e = bus::check_channel(ev.channel); e != bus::NameError::ok) return bus::reason(e);
+    if (!ev.has_data) return "missing data (give \"data\": \"\" for an empty event)";
+    return std::nullopt;
+}
+
 // A publish's answer: its id, or why it was refused.
 Response publish_answer(const bus::PublishResult& res) {
     switch (res.error) {
@@ -162,12 +171,7 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
         if (http::is_batch(req.body)) return publish_batch(req, later);
         http::AdminEvent ev;
         if (!http::decode_publish(req.body, ev, err)) return error_response(400, err);
-        // The channel's own reason first; then an event with no data at all,
-        // which would go out as an empty event, is the caller's slip.
-        if (auto e = bus::check_channel(ev.channel); e != bus::NameError::ok)
-            return error_response(400, bus::reason(e));
-        if (!ev.has_data)
-            return error_response(400, "missing data (give \"data\": \"\" for an empty event)");
+        if (auto why = refused_event(ev)) return error_response(400, *why);
         later = [this, ev = std::move(ev)](Answer answer) mutable {
             bus_->publish_later(std::move(ev.channel), std::move(ev.data), std::move(ev.event),
                                 false,
@@ -211,13 +215,8 @@ Response AdminApi::publish_batch(const Request& req, Deferred& later) {
                                        std::to_string(batch_max_));
     // What a single publish refuses at once, refused here for the whole batch.
     for (size_t i = 0; i < events->size(); ++i) {
-        const auto& ev = (*events)[i];
-        if (auto e = bus::check_channel(ev.channel); e != bus::NameError::ok)
-            return error_response(400, "event " + std::to_string(i) + ": " + bus::reason(e));
-        if (!ev.has_data)
-            return error_response(400, "event " + std::to_string(i) +
-                                           ": missing data (give \"data\": \"\" for an "
-                                           "empty event)");
+        if (auto why = refused_event((*events)[i]))
+            return error_response(400, "event " + std::to_string(i) + ": " + *why);
     }
     later = [this, events](Answer answer) {
         std::vector<bus::PublishEvent> batch;

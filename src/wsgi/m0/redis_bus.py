@@ -204,10 +204,10 @@ def _call(db, channel, data, event):
 
 def publish_many(url, events):
     """Publish (channel, data, event) tuples, checked by m0.publish_many, in
-    one pipelined round trip (the script once an event, in order on one
-    connection, so the shared counter numbers them in the batch's order);
-    return their ids. RuntimeError when Redis fails: naming the first event
-    not answered as taken and how many before it were."""
+    one call of the publish script (one round trip, one atomic step: the
+    shared counter numbers them consecutively in the batch's order); return
+    their ids. RuntimeError when Redis fails: then no event was taken, or
+    (the answer lost) whether they were is unknown."""
     limit = int(os.environ.get("M0_MAX_EVENT_SIZE", DEFAULT_MAX_EVENT_SIZE))
     for i, (channel, data, event) in enumerate(events):
         size = encoded_size(event, data)
@@ -216,18 +216,15 @@ def publish_many(url, events):
     import redis
 
     client, script, db = _client(url)
-    pipe = client.pipeline(transaction=False)
+    # The script's batch layout: every event's 5 keys, then its 5 arguments.
+    keys, args = [], []
     for channel, data, event in events:
-        script(**_call(db, channel, data, event), client=pipe)
+        call = _call(db, channel, data, event)
+        keys += call["keys"]
+        args += call["args"] + [""]  # not raw
     try:
-        answers = pipe.execute(raise_on_error=False)
+        first = int(script(keys=keys, args=args, client=client))
     except redis.exceptions.RedisError as e:
         raise RuntimeError(f"m0.publish_many: redis bus {masked(url)}: {e} "
-                           "(none of the events answered as taken)") from None
-    ids = []
-    for i, answer in enumerate(answers):
-        if isinstance(answer, Exception):
-            raise RuntimeError(f"m0.publish_many: redis bus {masked(url)}: event {i}: {answer} "
-                               f"(the {i} events before it were taken: ids {ids})")
-        ids.append(int(answer))
-    return ids
+                           f"(none of the batch's {len(events)} events answered as taken)") from None
+    return list(range(first, first + len(events)))
