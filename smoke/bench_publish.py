@@ -28,6 +28,11 @@ its last event).
                     event (M0_BUS on Redis, M0_ADMIN_URL in process: a
                     connection each), a tenth as many events
     m0.publish_many the same with m0.publish_many, --publish-batch at a time
+    view-publish    a Django view in m0serve (fixtures/djangoproj's
+                    /publish-burst) calling m0.publish once an event; the
+                    view's own time (its m0.publish calls)
+    view-publish_many  the same view with m0.publish_many, --publish-batch at
+                    a time
     nchan-single    nchan's POST /pub/CHANNEL, one event each, 50 in flight
 """
 
@@ -46,8 +51,10 @@ from bench_util import ROOT, free_ports, start, stop, wait_port  # noqa: E402
 
 KINDS = ("m0", "m0-redis", "nchan", "pushpin")
 MODES = {
-    "m0": ("admin-single", "admin-batch", "pushpin-items", "m0.publish", "m0.publish_many"),
-    "m0-redis": ("admin-single", "admin-batch", "pushpin-items", "m0.publish", "m0.publish_many"),
+    "m0": ("admin-single", "admin-batch", "pushpin-items", "m0.publish", "m0.publish_many",
+           "view-publish", "view-publish_many"),
+    "m0-redis": ("admin-single", "admin-batch", "pushpin-items", "m0.publish", "m0.publish_many",
+                 "view-publish", "view-publish_many"),
     "nchan": ("nchan-single",),
     "pushpin": ("pushpin-items",),
 }
@@ -80,6 +87,8 @@ class PublishServer:
             return
         cmd = [binary, "--listen", "127.0.0.1:%d" % port, "--realtime", "--admin-open",
                "--admin-listen", "127.0.0.1:%d" % self.pub_port, "--mount", "/native=mojo",
+               "--chdir", os.path.join(ROOT, "fixtures", "djangoproj"),
+               "--mount", "/=djangoproj.wsgi:application",
                "--max-connections", str(holds + 256), "--max-holds", str(holds + 64),
                "--log-level", "warn"]
         self.bus = None
@@ -216,7 +225,7 @@ def pipelined(port, requests, depth):
 
 
 def post(path, body, ctype="application/json"):
-    return (b"POST %s HTTP/1.1\r\nHost: b\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" %
+    return (b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" %
             (path.encode(), ctype.encode(), len(body))) + body
 
 
@@ -254,7 +263,31 @@ def measure(srv, mode, events, batch):
     """Publishes `events` events the row's way; (seconds, error or "")."""
     if mode.startswith("m0.publish"):
         return outside(srv, mode, events, batch)
+    if mode.startswith("view-"):
+        return in_view(srv, mode, events, batch)
     return pipelined_rows(srv, mode, events, batch)
+
+
+def in_view(srv, mode, events, batch):
+    """fixtures/djangoproj's /publish-burst: the view's own seconds."""
+    form = "channel=c&data=%s&n=%d&batch=%d" % (DATA, events, batch if mode.endswith("_many") else 0)
+    s = socket.create_connection(("127.0.0.1", srv.port), 600)
+    s.sendall(post("/publish-burst", form.encode(), "application/x-www-form-urlencoded"))
+    answer = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+        # Content-Length, or chunked: the JSON object is all there.
+        if answer.partition(b"\r\n\r\n")[2].rstrip(b"\r\n0").endswith(b"}"):
+            break
+    s.close()
+    if not answer.startswith(b"HTTP/1.1 200"):
+        return None, answer[:200].decode("latin-1")
+    body = answer.partition(b"\r\n\r\n")[2]
+    fig = json.loads(body[body.index(b"{"):body.rindex(b"}") + 1])
+    return fig["seconds"], ""
 
 
 def pipelined_rows(srv, mode, events, batch):
