@@ -231,7 +231,7 @@ BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plu
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head
+BENCH_PARTS    ?= holds,requests,files,head,publish
 BENCH_STORM    ?= 2000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
