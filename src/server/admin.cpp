@@ -263,8 +263,8 @@ Response AdminApi::publish_items(const Request& req, Deferred& later) {
 }
 
 void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
-    // One item after the other, in order (ids in item order): each is handed
-    // to the bus when the one before it has its id. A bus that answers at
+    // In order (ids in item order): a close, or a run of send items as one
+    // batch, is handed to the bus when what is before it is done. A bus that answers at
     // once (in process) is driven by this loop, not by recursion, however
     // many items there are; one that answers later resumes it.
     run->driving = true;
@@ -284,27 +284,39 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
             }
             continue;
         }
+        // A run of send items goes to the bus as one batch (one step in
+        // process, one script call on Redis), ids in item order.
         // Pushpin's http-stream content goes out as it is: the publisher
         // formats its own SSE. m0serve still numbers it and keeps it in history.
         // An http-response item is a raw event of its format (bus::kResponseFormat).
-        bus_->publish_later(
-            std::move(it.channel), std::move(it.content),
-            it.response ? std::string(bus::kResponseFormat) : std::string(), true,
-            [this, run, i](bus::PublishResult res) {
-                run->waiting = false;
-                if (!res.ok()) {
-                    run->failed = true;
-                    int status = res.error == bus::PublishError::bad_name    ? 400
-                                 : res.error == bus::PublishError::too_large ? 413
-                                                                             : 503;
-                    run->answer(error_response(status, "item " + std::to_string(i) + ": " +
-                                                           bus::reason(res) +
-                                                           " (the items before it were taken)"));
-                    return;
-                }
-                run->ids.push_back(res.id);
-                if (!run->driving) publish_item(run);
-            });
+        std::vector<bus::PublishEvent> batch;
+        for (size_t k = i;; ++k) {
+            auto& send = (*run->items)[k];
+            batch.push_back({std::move(send.channel), std::move(send.content),
+                             send.response ? std::string(bus::kResponseFormat) : std::string(),
+                             true});
+            if (k + 1 == run->items->size() ||
+                (*run->items)[k + 1].action == http::PushpinItem::Action::close)
+                break;
+            ++run->next;
+        }
+        bus_->publish_batch_later(std::move(batch), [this, run, i](bus::BatchResult b) {
+            run->waiting = false;
+            if (!b.ok()) {
+                run->failed = true;
+                const auto& res = b.error;
+                int status = res.error == bus::PublishError::bad_name    ? 400
+                             : res.error == bus::PublishError::too_large ? 413
+                                                                         : 503;
+                run->answer(error_response(
+                    status, "item " + std::to_string(i + b.failed) + ": " + bus::reason(res) +
+                                " (the items before item " + std::to_string(i) +
+                                " were taken; from it on none)"));
+                return;
+            }
+            run->ids.insert(run->ids.end(), b.ids.begin(), b.ids.end());
+            if (!run->driving) publish_item(run);
+        });
         if (run->waiting) {
             run->driving = false;  // the bus answers later, and resumes from there
             return;

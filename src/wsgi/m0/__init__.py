@@ -176,10 +176,10 @@ def publish_many(events):
     to ``M0_ADMIN_URL`` (at most the server's ``--publish-batch-max``
     events). Ids come from the one shared counter, in the batch's order.
 
-    RuntimeError as for :func:`publish`; when a Redis bus fails in the
-    middle of a batch, its message says which event failed and how many
-    before it were taken (those are published; the rest are not, or their
-    answer was lost).
+    RuntimeError as for :func:`publish`; a batch is taken whole or not at
+    all (on Redis one call of the publish script): after a RuntimeError no
+    event of it was published, unless the answer was lost on the way (the
+    message says so), when whether Redis took the batch is unknown.
     """
     checked = []
     for i, item in enumerate(events):
