@@ -157,7 +157,7 @@ ASAN_BUILD := build-asan
 TSAN_BUILD := build-tsan
 SAN_PROPERTY_CASES ?= 1000
 SAN_SMOKES := $(sort $(wildcard smoke/[0-9][0-9]-*.py))
-TSAN_TESTS := test_pool test_stream_state test_notify_queue test_bus test_hold_loop test_server \
+TSAN_TESTS := test_pool test_stream_state test_notify_queue test_bus test_publish_batch test_hold_loop test_server \
               test_mojo_pool test_wsgi_pool test_loop_set test_redis_faults test_wsgi_redis
 PROPERTY_BINS := $(patsubst property_tests/%.cpp,%,$(wildcard property_tests/prop_*.cpp))
 SMOKE_LOGS := build/smoke-logs
