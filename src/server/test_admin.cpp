@@ -115,6 +115,16 @@ TEST_CASE(
         CHECK(r.status == 400);
         CHECK(r.body.find("item 1") != std::string::npos);
         CHECK(a.published().size() == 3);
+        // A close between them: still nothing published and nothing closed
+        // (the runs of items on either side go to the bus one after the other).
+        r = a.post("/publish/",
+                   R"({"items":[{"channel":"ok","formats":{"http-stream":{"content":"x"}}},)"
+                   R"({"channel":"e","formats":{"http-stream":{"action":"close"}}},)"
+                   R"({"channel":"m0.slot.1.1","formats":{"http-stream":{"content":"x"}}}]})");
+        CHECK(r.status == 400);
+        CHECK(r.body.find("item 2") != std::string::npos);
+        CHECK(a.published().size() == 3);
+        CHECK(a.closed == std::vector<std::string>{"d"});
     }
     SECTION("content over --max-event-size is 413") {
         Admin small(bus::BusOptions{.max_event_size = 8});
