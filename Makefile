@@ -162,7 +162,7 @@ ASAN_BUILD := build-asan
 TSAN_BUILD := build-tsan
 SAN_PROPERTY_CASES ?= 1000
 SAN_SMOKES := $(sort $(wildcard smoke/[0-9][0-9]-*.py))
-TSAN_TESTS := test_pool test_stream_state test_notify_queue test_bus test_hold_loop test_server \
+TSAN_TESTS := test_pool test_stream_state test_notify_queue test_bus test_publish_batch test_hold_loop test_server \
               test_mojo_pool test_wsgi_pool test_loop_set test_redis_faults test_wsgi_redis
 PROPERTY_BINS := $(patsubst property_tests/%.cpp,%,$(wildcard property_tests/prop_*.cpp))
 SMOKE_LOGS := build/smoke-logs
@@ -236,7 +236,7 @@ BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plu
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head
+BENCH_PARTS    ?= holds,requests,files,head,publish
 BENCH_STORM    ?= 2000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))

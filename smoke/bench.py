@@ -50,6 +50,13 @@ head (smoke/bench_head.py): a mojo hold's head (mojo-mount-hold-head-s)
 while both Python threads are inside a slow view, 200 tries, on an idle
 server and with N holds open and 20 events/s flowing.
 
+publish (smoke/bench_publish.py): events a second onto the bus, through
+the admin API (one event a request, pipelined; a JSON array a request),
+Pushpin's POST /publish/, m0.publish and m0.publish_many outside the server,
+on the in-process bus and on Redis, with 0 and with 1000 holds listening and
+every event counted delivered; beside nchan's publish endpoint and Pushpin's.
+Alone: --parts publish (make bench BENCH_PARTS=publish).
+
 JSON lines go to build/bench.jsonl, ratios and the head's times to
 build/figures.jsonl (smoke/emit.py).
 
@@ -73,13 +80,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_files  # noqa: E402
 import bench_head  # noqa: E402
+import bench_publish  # noqa: E402
 import bench_wrk  # noqa: E402
 import emit  # noqa: E402
 from bench_pushpin import PushpinServer  # noqa: E402
 from bench_util import ROOT, fmt, free_ports, median, wait_port  # noqa: E402
 
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
-PARTS = ("holds", "requests", "files", "head")
+PARTS = ("holds", "requests", "files", "head", "publish")
 
 # measure -> (what, better, target, against): a ratio against that server's
 # figure, or (against None) the figure itself.
@@ -418,6 +426,10 @@ def check_tools(parts, servers):
         need += [t for t in ("wrk", "gunicorn", "uwsgi") if not shutil.which(t)]
         if not os.path.exists("/usr/lib/uwsgi/plugins/python3_plugin.so"):
             need.append("uwsgi-plugin-python3")
+    if "publish" in parts:
+        if not os.path.exists(NCHAN_MODULE):
+            need.append(NCHAN_MODULE)
+        need += [t for t in ("pushpin", "zurl", "condure", "redis-server") if not shutil.which(t)]
     if "requests" in parts and not shutil.which("nginx"):
         need.append("nginx")
     if need:
@@ -428,7 +440,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
-    ap.add_argument("--parts", default=",".join(PARTS), help="holds, requests, files, head (comma-separated)")
+    ap.add_argument("--parts", default=",".join(PARTS), help="holds, requests, files, head, publish (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
     ap.add_argument("--servers", default="m0-mojo,m0-mojo-1loop,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
                     help="the hold rows' servers: m0-mojo, m0-mojo-1loop (--loops 1), m0-django, m0-redis2 (--workers 2 --bus "
@@ -446,6 +458,12 @@ def main():
     ap.add_argument("--head-holds", type=int, default=10000,
                     help="holds open in the head's loaded case (0: idle only; capped by the fd limit)")
     ap.add_argument("--head-tries", type=int, default=200)
+    ap.add_argument("--publish-servers", default=",".join(bench_publish.KINDS),
+                    help="the publish rows' servers: m0, m0-redis, nchan, pushpin")
+    ap.add_argument("--publish-holds", default="0,1000", help="holds listening in the publish rows")
+    ap.add_argument("--publish-events", type=int, default=20000,
+                    help="events a publish row sends with no holds (a tenth with holds)")
+    ap.add_argument("--publish-batch", type=int, default=100, help="events a batch in the publish rows")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench.jsonl"))
     args = ap.parse_args()
     parts = args.parts.split(",")
@@ -474,6 +492,8 @@ def main():
                 run_files(args, run, folder, digests, out, results)
             if "head" in parts:
                 run_head(args, run, out, results)
+            if "publish" in parts:
+                bench_publish.run(args, run, out, results, record, NGINX_CONF, NCHAN_MODULE)
     if "holds" in parts:
         table_holds(args, plan, servers, results)
     if "requests" in parts:
@@ -482,6 +502,8 @@ def main():
         table_files(args, results)
     if "head" in parts:
         table_head(args, results)
+    if "publish" in parts:
+        bench_publish.table(args, results, median, fmt)
     print("\nJSON lines: %s; %.0f s in all" % (args.out, time.monotonic() - t0))
 
 

@@ -479,6 +479,17 @@ const std::vector<Flag>& flags() {
             .to = number(AT(max_event_size), 1, size_t(1) << 32),
         },
         {
+            .name = "publish-batch-max",
+            .kind = Flag::value,
+            .metavar = "N",
+            .help = "events one admin POST /publish array may carry;\n"
+                    "more: 413 (default {default})",
+            .doc = "the events one admin `POST /publish` JSON array may carry: a longer "
+                   "array is refused whole with 413 naming the limit (`--max-body-size` "
+                   "applies to its body too)",
+            .to = number(AT(server.publish_batch_max), 1, 1000000),
+        },
+        {
             .name = "max-holds",
             .kind = Flag::value,
             .metavar = "N",

@@ -57,4 +57,38 @@ PublishResult check_publish(const std::string& channel, const std::string& event
     return r;
 }
 
+BatchResult check_batch(std::vector<PublishEvent>& events, size_t max_event_size) {
+    BatchResult b;
+    for (size_t i = 0; i < events.size(); ++i) {
+        auto& e = events[i];
+        keep_format(e.raw, e.event);
+        b.error = check_publish(e.channel, e.event, e.data, max_event_size, e.raw);
+        if (!b.error.ok()) {
+            b.failed = i;
+            return b;
+        }
+    }
+    return b;
+}
+
+BatchResult Bus::publish_batch(std::vector<PublishEvent> events) {
+    BatchResult b = check_batch(events, max_event_size());
+    if (!b.ok()) {
+        if (b.error.error == PublishError::too_large) too_large.fetch_add(1);
+        return b;
+    }
+    for (size_t i = 0; i < events.size(); ++i) {
+        auto& e = events[i];
+        PublishResult r =
+            publish(std::move(e.channel), std::move(e.data), std::move(e.event), e.raw);
+        if (!r.ok()) {
+            b.error = std::move(r);
+            b.failed = i;
+            return b;
+        }
+        b.ids.push_back(r.id);
+    }
+    return b;
+}
+
 }  // namespace m0::bus

@@ -75,6 +75,31 @@ void keep_format(bool raw, std::string& event);
 PublishResult check_publish(const std::string& channel, const std::string& event,
                             const std::string& data, size_t max_event_size, bool raw = false);
 
+// One event of a batch (Bus::publish_batch).
+struct PublishEvent {
+    std::string channel;
+    std::string data;
+    std::string event;  // empty: no `event:` line
+    bool raw = false;   // as publish()'s `raw`
+};
+
+// A batch's answer. Every event is checked (names, size) before any is
+// numbered: a refused one refuses the whole batch, nothing published, and
+// `failed` names it. Past the checks, `ids` holds, in order, the id of every
+// event taken: all of them when ok(). A bus that fails on the way (a shared
+// bus that goes away mid-batch) answers the events it took, and `failed` is
+// the first it cannot vouch for (not taken, or its answer lost).
+struct BatchResult {
+    std::vector<uint64_t> ids;
+    PublishResult error;  // the refusal or failure; ok when every event was taken
+    size_t failed = 0;    // the index of the event `error` is about
+    bool ok() const { return error.ok(); }
+};
+
+// The checks of check_publish for every event of `events` (keep_format
+// applied to each); the first refused names its index. ok when none is.
+BatchResult check_batch(std::vector<PublishEvent>& events, size_t max_event_size);
+
 class Bus {
   public:
     virtual ~Bus() = default;
@@ -109,6 +134,16 @@ class Bus {
     virtual void publish_later(std::string channel, std::string data, std::string event, bool raw,
                                PublishDone done) {
         done(publish(std::move(channel), std::move(data), std::move(event), raw));
+    }
+    // Any thread. Several events at once, ids in their order, consecutive in
+    // process (BatchResult). The default publishes one after the other; the
+    // buses take a batch in one step (one lock and one wake-up of each loop
+    // in process, one round trip on Redis).
+    virtual BatchResult publish_batch(std::vector<PublishEvent> events);
+    // Loop thread: publish_batch() for the loop (publish_later()'s terms).
+    using BatchDone = std::function<void(BatchResult)>;
+    virtual void publish_batch_later(std::vector<PublishEvent> events, BatchDone done) {
+        done(publish_batch(std::move(events)));
     }
     // What a shared bus asks of the loop (loop thread).
     struct LoopHooks {

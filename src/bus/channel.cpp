@@ -23,6 +23,9 @@ class BusChannel::Lane final : public Bus {
                           bool raw) override {
         return hub_.publish(std::move(channel), std::move(data), std::move(event), raw);
     }
+    BatchResult publish_batch(std::vector<PublishEvent> events) override {
+        return hub_.publish_batch(std::move(events));
+    }
     uint64_t position() const override { return hub_.position(); }
     bool send(HoldFrame frame) override { return hub_.send_on(index_, std::move(frame)); }
     size_t drain(std::deque<Frame>& out) override { return hub_.queues_[index_]->drain(out); }
@@ -65,45 +68,69 @@ void BusChannel::close() {
 
 PublishResult BusChannel::publish(std::string channel, std::string data, std::string event,
                                   bool raw) {
-    keep_format(raw, event);
-    PublishResult r = check_publish(channel, event, data, max_event_size_, raw);
-    if (r.error == PublishError::too_large) too_large.fetch_add(1);
-    if (!r.ok()) return r;
+    // A batch of one: the same checks, lock and pushes.
+    std::vector<PublishEvent> one;
+    one.push_back({std::move(channel), std::move(data), std::move(event), raw});
+    BatchResult b = publish_batch(std::move(one));
+    if (!b.ok()) return b.error;
+    PublishResult r;
+    r.id = b.ids.front();
+    return r;
+}
+
+BatchResult BusChannel::publish_batch(std::vector<PublishEvent> events) {
+    BatchResult b = check_batch(events, max_event_size_);
+    if (!b.ok()) {
+        if (b.error.error == PublishError::too_large) too_large.fetch_add(1);
+        return b;
+    }
+    const size_t n = events.size();
+    if (n == 0) return b;
     const double now = monotonic_seconds();
+    std::vector<PublishFrame> frames;
+    frames.reserve(n);
     {
-        // Under the hub's lock: the id order is every lane's order and the
-        // history's. Only a lane's own loop takes from it meanwhile, so a
-        // lane with room now still has room when the event is pushed.
+        // Numbered, kept and pushed onto every lane inside one hold of the
+        // hub's lock: the id order is every lane's order and the history's,
+        // and a batch is consecutive in it. Only a lane's own loop takes from
+        // it meanwhile, so a lane with room now still has room at the push.
         std::lock_guard lock(mu_);
         bool room = !closed_;
-        for (size_t i = 0; room && i < queues_.size(); ++i) room = queues_[i]->size() < capacity_;
+        for (size_t i = 0; room && i < queues_.size(); ++i)
+            room = queues_[i]->size() + n <= capacity_;
         if (room) {
-            r.id = ++counter_;
-            last_id_.store(r.id);
-            PublishFrame f{r.id, std::move(channel), std::move(event), std::move(data), raw};
-            // Encoded once for every loop, the history and every replay of it.
-            f.wire = wire_bytes(f);
+            for (auto& e : events) {
+                PublishFrame f{++counter_, std::move(e.channel), std::move(e.event),
+                               std::move(e.data), e.raw};
+                f.wire = wire_bytes(f);
+                b.ids.push_back(f.id);
+                frames.push_back(std::move(f));
+            }
+            last_id_.store(counter_);
             {
                 std::lock_guard hist(hist_mu_);
-                history_.append(f, now);
+                for (const auto& f : frames) history_.append(f, now);
             }
             for (size_t i = 0; i < queues_.size(); ++i) {
                 const bool last = i + 1 == queues_.size();
-                bool ok = queues_[i]->push_with([&] {
-                    if (last) return Frame{std::move(f)};
-                    return Frame{f};
-                });
+                // The last lane takes the frames; the others copies.
+                auto frame = [&](size_t k) {
+                    return last ? Frame{std::move(frames[k])} : Frame{frames[k]};
+                };
+                // The whole batch in one push: a loop draining meanwhile sees
+                // all of it or none, and is woken once.
+                bool ok = queues_[i]->push_many(n, frame);
                 if (!ok) std::abort();  // unreachable: room was checked under the hub's lock
             }
         }
     }
-    if (r.id == 0) {
-        r.error = PublishError::refused;
+    if (b.ids.empty()) {
+        b.error.error = PublishError::refused;
         refused.fetch_add(1);
-        return r;
+        return b;
     }
-    published.fetch_add(1);
-    return r;
+    published.fetch_add(n);
+    return b;
 }
 
 bool BusChannel::send_on(size_t lane, HoldFrame frame) {

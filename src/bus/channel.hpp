@@ -75,6 +75,10 @@ class BusChannel final : public Bus {
 
     PublishResult publish(std::string channel, std::string data, std::string event = {},
                           bool raw = false) override;
+    // Every event under one hold of the hub's lock: consecutive ids, pushed
+    // onto each lane in one push (one wake-up of each loop), refused whole
+    // when a lane has no room for all of them.
+    BatchResult publish_batch(std::vector<PublishEvent> events) override;
     uint64_t position() const override { return last_id_.load(); }
     // Lane 0's: the h frame goes onto lane 0.
     bool send(HoldFrame frame) override { return send_on(0, std::move(frame)); }

@@ -5,6 +5,9 @@
 -- Since the three happen in one script, id order is publish order across
 -- every process, and an event is in the stream exactly when it was published.
 --
+-- One event takes 5 keys and 5 arguments; a batch of N events repeats them N
+-- times, event i's at KEYS[5i-4 .. 5i] and ARGV[5i-4 .. 5i], and is numbered,
+-- kept and published in one step: ids consecutive, in the batch's order.
 -- KEYS[1] the id counter          KEYS[2] the epoch: the first id of this data
 -- KEYS[3] the channel's stream    KEYS[4] the history length the servers set
 -- KEYS[5] the channel's mark: the highest id trimmed from its stream (a
@@ -13,45 +16,62 @@
 -- ARGV[3] the event name, "" for none
 -- ARGV[4] the data
 -- ARGV[5] "1" when the data is written to holds verbatim (a raw event:
---         Pushpin's http-stream content), "" or absent otherwise
--- Returns the id.
+--         Pushpin's http-stream content), "" or absent otherwise (absent:
+--         only with one event)
+-- The counter, epoch, history length and the history length argument are
+-- read from the first event's places.
+-- Returns the first event's id; a batch's are consecutive from it.
 --
 -- Ids are seeded from the clock like the in-process bus (unix ms x 1000), here
 -- Redis's clock, on every publish: an id is never below the clock, so ids keep
 -- growing when Redis comes back without its data. Numbers stay below 2^53, so
 -- Lua's doubles hold them exactly; string.format('%d') writes them in full.
+local n = math.floor(#KEYS / 5)
 local t = redis.call('TIME')
 local seed = tonumber(t[1]) * 1000000 + math.floor(tonumber(t[2]) / 1000) * 1000
 local fresh = redis.call('EXISTS', KEYS[1]) == 0
-local id = redis.call('INCR', KEYS[1])
-if id <= seed then
-  id = seed + 1
-  redis.call('SET', KEYS[1], string.format('%d', id))
+local first = redis.call('INCRBY', KEYS[1], n) - n + 1
+if first <= seed then
+  first = seed + 1
+  redis.call('SET', KEYS[1], string.format('%d', first + n - 1))
 end
 if fresh then
-  redis.call('SET', KEYS[2], string.format('%d', id))
+  redis.call('SET', KEYS[2], string.format('%d', first))
 end
-local raw = ARGV[5] or ''
 local maxlen = ARGV[2]
 if maxlen == '' then
   maxlen = redis.call('GET', KEYS[4]) or '64'
 end
-local sid = string.format('%d', id)
--- Stream entry ids are the m0 ids ("<id>-0"). Trimmed by hand, so the mark
--- knows the newest entry that goes (Redis's own max-deleted-entry-id counts
--- XDEL, not trimming).
 local keep = tonumber(maxlen)
-if keep <= 0 then
-  redis.call('SET', KEYS[5], sid)
-else
-  local over = redis.call('XLEN', KEYS[3]) + 1 - keep
-  if over > 0 then
-    local gone = redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', over)
-    local last = gone[#gone][1]
-    redis.call('SET', KEYS[5], string.sub(last, 1, string.find(last, '-', 1, true) - 1))
-    redis.call('XTRIM', KEYS[3], 'MAXLEN', keep - 1)
+-- Each channel's stream, in the order first seen: trimmed once, after its
+-- events are added.
+local streams, marks, order = {}, {}, {}
+for i = 1, n do
+  local k, a = 5 * (i - 1), 5 * (i - 1)
+  local stream, raw = KEYS[k + 3], ARGV[a + 5] or ''
+  local sid = string.format('%d', first + i - 1)
+  -- Stream entry ids are the m0 ids ("<id>-0").
+  if keep <= 0 then
+    redis.call('SET', KEYS[k + 5], sid)
+  else
+    redis.call('XADD', stream, sid .. '-0', 'e', ARGV[a + 3], 'd', ARGV[a + 4], 'r', raw)
+    if not streams[stream] then
+      streams[stream] = true
+      marks[stream] = KEYS[k + 5]
+      order[#order + 1] = stream
+    end
   end
-  redis.call('XADD', KEYS[3], sid .. '-0', 'e', ARGV[3], 'd', ARGV[4], 'r', raw)
+  redis.call('PUBLISH', ARGV[a + 1], sid .. '\n' .. ARGV[a + 3] .. '\n' .. raw .. '\n' .. ARGV[a + 4])
 end
-redis.call('PUBLISH', ARGV[1], sid .. '\n' .. ARGV[3] .. '\n' .. raw .. '\n' .. ARGV[4])
-return id
+-- Trimmed by hand, so the mark knows the newest entry that goes (Redis's own
+-- max-deleted-entry-id counts XDEL, not trimming).
+for _, stream in ipairs(order) do
+  local over = redis.call('XLEN', stream) - keep
+  if over > 0 then
+    local gone = redis.call('XRANGE', stream, '-', '+', 'COUNT', over)
+    local last = gone[#gone][1]
+    redis.call('SET', marks[stream], string.sub(last, 1, string.find(last, '-', 1, true) - 1))
+    redis.call('XTRIM', stream, 'MAXLEN', keep)
+  end
+end
+return first

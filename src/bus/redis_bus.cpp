@@ -74,25 +74,47 @@ Argv hello_argv(const RedisUrl& u) {
     return a;
 }
 
-// EVALSHA of publish.lua for one event (see the script's header for the order).
-Argv publish_argv(const std::string& sha, const RedisBusOptions& o, const std::string& channel,
-                  const std::string& data, const std::string& event, bool raw) {
+// EVALSHA of publish.lua for a batch (one event: a batch of one): each
+// event's 5 keys, then each event's 5 arguments (the script's header).
+Argv publish_argv(const std::string& sha, const RedisBusOptions& o,
+                  const std::vector<PublishEvent>& events) {
     Argv a;
-    a.words = {"EVALSHA",
-               sha,
-               "5",
-               kCounterKey,
-               kEpochKey,
-               stream_key(channel),
-               kHistoryKey,
-               mark_key(channel),
-               pubsub_prefix(o.url.db) + channel,
-               std::to_string(o.history),
-               event,
-               data,
-               raw ? "1" : ""};
+    a.words = {"EVALSHA", sha, std::to_string(5 * events.size())};
+    a.words.reserve(3 + 10 * events.size());
+    for (const auto& e : events)
+        for (std::string key :
+             {std::string(kCounterKey), std::string(kEpochKey), stream_key(e.channel),
+              std::string(kHistoryKey), mark_key(e.channel)})
+            a.words.push_back(std::move(key));
+    const std::string history = std::to_string(o.history);
+    for (const auto& e : events)
+        for (std::string arg : {pubsub_prefix(o.url.db) + e.channel, history, e.event, e.data,
+                                std::string(e.raw ? "1" : "")})
+            a.words.push_back(std::move(arg));
     a.finish();
     return a;
+}
+
+// Runs the publish script on the blocking link `pub` (under pub_mu_): its
+// reply, or null with `err` set. A link with no answer, or to a master that
+// became a replica, is closed (`moved` tells the loop to ask the sentinels).
+redisReply* run_script(redisContext*& pub, Argv a, std::string& err, std::atomic<bool>& moved) {
+    auto* reply =
+        static_cast<redisReply*>(redisCommandArgv(pub, a.argc(), a.ptrs.data(), a.lens.data()));
+    if (!reply) {
+        // No answer: whether Redis ran it is unknown, and the caller hears so.
+        err = std::string("no answer: ") + pub->errstr;
+        redisFree(pub);
+        pub = nullptr;
+    }
+    if (reply && read_only(reply)) {
+        // The master became a replica (a failover): this link goes, and the
+        // loop asks the sentinels again at its next sweep.
+        redisFree(pub);
+        pub = nullptr;
+        moved.store(true);
+    }
+    return reply;
 }
 
 }  // namespace
@@ -147,13 +169,14 @@ Bus::LinkStats RedisBus::link_stats() const {
 
 // ---- publishing ------------------------------------------------------------
 
-PublishResult RedisBus::publish_result(const redisReply* reply, const std::string& why_none) {
+PublishResult RedisBus::publish_result(const redisReply* reply, const std::string& why_none,
+                                       size_t events) {
     PublishResult r;
     std::string why = why_none;
     if (reply && reply->type == REDIS_REPLY_INTEGER && reply->integer > 0) {
-        r.id = static_cast<uint64_t>(reply->integer);
-        raise_position(r.id);
-        published.fetch_add(1);
+        r.id = static_cast<uint64_t>(reply->integer);  // a batch's first
+        raise_position(r.id + events - 1);
+        published.fetch_add(events);
         return r;
     }
     if (reply && reply->type == REDIS_REPLY_ERROR) why = std::string(reply->str, reply->len);
@@ -224,57 +247,90 @@ bool RedisBus::publish_link_ready_locked(std::string& err) {
 
 PublishResult RedisBus::publish(std::string channel, std::string data, std::string event,
                                 bool raw) {
-    keep_format(raw, event);
-    PublishResult r = check_publish(channel, event, data, opt_.max_event_size, raw);
-    if (r.error == PublishError::too_large) too_large.fetch_add(1);
-    if (!r.ok()) return r;
-    if (!up_.load()) return publish_result(nullptr, "not connected (reconnecting)");
-    std::lock_guard lock(pub_mu_);
-    std::string err;
-    if (!publish_link_ready_locked(err)) return publish_result(nullptr, err);
-    Argv a = publish_argv(sha_, opt_, channel, data, event, raw);
-    auto* reply =
-        static_cast<redisReply*>(redisCommandArgv(pub_, a.argc(), a.ptrs.data(), a.lens.data()));
-    if (!reply) {
-        // No answer: whether Redis ran it is unknown, and the caller hears so.
-        err = std::string("no answer: ") + pub_->errstr;
-        redisFree(pub_);
-        pub_ = nullptr;
-    }
-    if (reply && read_only(reply)) {
-        // The master became a replica (a failover): this link goes, and the
-        // loop asks the sentinels again at its next sweep.
-        redisFree(pub_);
-        pub_ = nullptr;
-        master_moved_.store(true);
-    }
-    PublishResult res = publish_result(reply, err);
-    if (reply) freeReplyObject(reply);
-    return res;
+    // A batch of one: the same checks and script.
+    std::vector<PublishEvent> one;
+    one.push_back({std::move(channel), std::move(data), std::move(event), raw});
+    return single(publish_batch(std::move(one)));
 }
 
 void RedisBus::publish_later(std::string channel, std::string data, std::string event, bool raw,
                              PublishDone done) {
-    keep_format(raw, event);
-    PublishResult r = check_publish(channel, event, data, opt_.max_event_size, raw);
-    if (r.error == PublishError::too_large) too_large.fetch_add(1);
-    if (!r.ok()) return done(r);
-    if (!up_.load() || !cmd_) return done(publish_result(nullptr, "not connected (reconnecting)"));
-    Argv a = publish_argv(sha_, opt_, channel, data, event, raw);
-    auto* pending = new PublishDone(std::move(done));
-    if (redisAsyncCommandArgv(cmd_, on_publish_reply, pending, a.argc(), a.ptrs.data(),
+    std::vector<PublishEvent> one;
+    one.push_back({std::move(channel), std::move(data), std::move(event), raw});
+    publish_batch_later(std::move(one),
+                        [done = std::move(done)](BatchResult b) { done(single(std::move(b))); });
+}
+
+BatchResult RedisBus::batch_result(const PublishResult& r, size_t events) {
+    BatchResult b;
+    if (r.ok()) {
+        for (size_t i = 0; i < events; ++i) b.ids.push_back(r.id + i);
+        return b;
+    }
+    // One script: Redis took every event or none; with no answer, nobody
+    // knows which, and no id is claimed.
+    b.error = r;
+    if (events > 1)
+        b.error.detail +=
+            " (none of the batch's " + std::to_string(events) + " events answered as taken)";
+    return b;
+}
+
+PublishResult RedisBus::single(BatchResult b) {
+    if (!b.ok()) return std::move(b.error);
+    PublishResult r;
+    r.id = b.ids.front();
+    return r;
+}
+
+BatchResult RedisBus::publish_batch(std::vector<PublishEvent> events) {
+    BatchResult b = check_batch(events, opt_.max_event_size);
+    if (!b.ok() && b.error.error == PublishError::too_large) too_large.fetch_add(1);
+    if (!b.ok() || events.empty()) return b;
+    if (!up_.load())
+        return batch_result(publish_result(nullptr, "not connected (reconnecting)"), events.size());
+    std::lock_guard lock(pub_mu_);
+    std::string err;
+    if (!publish_link_ready_locked(err))
+        return batch_result(publish_result(nullptr, err), events.size());
+    // One script call for the batch: one round trip, one step in Redis.
+    auto* reply = run_script(pub_, publish_argv(sha_, opt_, events), err, master_moved_);
+    b = batch_result(publish_result(reply, err, events.size()), events.size());
+    if (reply) freeReplyObject(reply);
+    return b;
+}
+
+// A batch's script call on the command link: how many events, and who waits.
+struct RedisBus::BatchCall {
+    size_t events = 0;
+    BatchDone done;
+};
+
+void RedisBus::publish_batch_later(std::vector<PublishEvent> events, BatchDone done) {
+    BatchResult b = check_batch(events, opt_.max_event_size);
+    if (!b.ok() && b.error.error == PublishError::too_large) too_large.fetch_add(1);
+    if (!b.ok() || events.empty()) return done(std::move(b));
+    if (!up_.load() || !cmd_)
+        return done(
+            batch_result(publish_result(nullptr, "not connected (reconnecting)"), events.size()));
+    Argv a = publish_argv(sha_, opt_, events);
+    auto* pending = new BatchCall{events.size(), std::move(done)};
+    if (redisAsyncCommandArgv(cmd_, on_batch_reply, pending, a.argc(), a.ptrs.data(),
                               a.lens.data()) != REDIS_OK) {
-        std::unique_ptr<PublishDone> owned(pending);
-        (*owned)(publish_result(nullptr, "the command link refused the publish"));
+        std::unique_ptr<BatchCall> owned(pending);
+        owned->done(batch_result(publish_result(nullptr, "the command link refused the publish"),
+                                 owned->events));
     }
 }
 
-void RedisBus::on_publish_reply(redisAsyncContext* ac, void* reply, void* priv) {
-    std::unique_ptr<PublishDone> done(static_cast<PublishDone*>(priv));
+void RedisBus::on_batch_reply(redisAsyncContext* ac, void* reply, void* priv) {
+    std::unique_ptr<BatchCall> call(static_cast<BatchCall*>(priv));
     auto* self = static_cast<RedisBus*>(ac->data);
     if (self->closing_) return;
     auto* r = static_cast<redisReply*>(reply);
-    (*done)(self->publish_result(r, "the connection was lost before Redis answered"));
+    call->done(self->batch_result(
+        self->publish_result(r, "the connection was lost before Redis answered", call->events),
+        call->events));
     // A failover made this Redis a replica: ask where the master is now.
     if (r && read_only(r) && ac == self->cmd_)
         self->link_lost(nullptr, "the master answers READONLY (it became a replica)");

@@ -113,6 +113,12 @@ class RedisBus final : public Bus {
                           bool raw = false) override;
     void publish_later(std::string channel, std::string data, std::string event, bool raw,
                        PublishDone done) override;
+    // A batch is one call of the publish script carrying every event: one
+    // round trip, one atomic step in Redis (consecutive ids from the shared
+    // counter, in the batch's order). Taken whole or not at all; a lost
+    // answer is an error claiming no id.
+    BatchResult publish_batch(std::vector<PublishEvent> events) override;
+    void publish_batch_later(std::vector<PublishEvent> events, BatchDone done) override;
     uint64_t position() const override { return last_id_.load(); }
     bool send(HoldFrame frame) override;
     size_t drain(std::deque<Frame>& out) override { return queue_.drain(out); }
@@ -176,7 +182,12 @@ class RedisBus final : public Bus {
     // Any thread: the line that says Redis refused this client's AUTH (or PING).
     std::string refusal_text(const std::string& error) const;
     static void on_sub_reply(redisAsyncContext* ac, void* reply, void* priv);
-    static void on_publish_reply(redisAsyncContext* ac, void* reply, void* priv);
+    struct BatchCall;
+    static void on_batch_reply(redisAsyncContext* ac, void* reply, void* priv);
+    // A batch's answer from its script's: every id, or the error.
+    static BatchResult batch_result(const PublishResult& r, size_t events);
+    // A batch of one's answer as publish() gives it.
+    static PublishResult single(BatchResult b);
     static void on_replay_reply(redisAsyncContext* ac, void* reply, void* priv);
     static void on_position_reply(redisAsyncContext* ac, void* reply, void* priv);
     void on_message(const std::string& channel, const redisReply& payload);
@@ -193,7 +204,9 @@ class RedisBus final : public Bus {
         if (opt_.hook) opt_.hook(p);
     }
     // Any thread: what publish answers from a reply (or its absence).
-    PublishResult publish_result(const redisReply* reply, const std::string& why_none);
+    // `events`: how many the script carried (the reply is the first's id).
+    PublishResult publish_result(const redisReply* reply, const std::string& why_none,
+                                 size_t events = 1);
     // Publish link, under pub_mu_: a connected, fresh link, or false with `err`.
     bool publish_link_ready_locked(std::string& err);
 

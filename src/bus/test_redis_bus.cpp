@@ -6,6 +6,7 @@
 
 #include "bus/channel.hpp"
 #include "bus/redis_bus.hpp"
+#include "bus/test_redis_proxy.hpp"
 #include "bus/test_redis_server.hpp"
 
 using namespace m0;
@@ -18,6 +19,20 @@ namespace {
 Replay replay_of(Loop& loop, RedisBus& bus, std::vector<std::string> channels, uint64_t after) {
     std::optional<Replay> got;
     bus.replay_later(channels, after, kUptoUnknown, [&](Replay r) { got = std::move(r); });
+    REQUIRE(loop.run_until([&] { return got.has_value(); }));
+    return *got;
+}
+
+std::vector<PublishEvent> batch(const std::string& channel, size_t n) {
+    std::vector<PublishEvent> out;
+    for (size_t i = 0; i < n; ++i) out.push_back({channel, "e" + std::to_string(i), "", false});
+    return out;
+}
+
+// What publish_batch_later answers, the loop stepped until it does.
+BatchResult batch_later(Loop& loop, RedisBus& bus, std::vector<PublishEvent> events) {
+    std::optional<BatchResult> got;
+    bus.publish_batch_later(std::move(events), [&](BatchResult b) { got = std::move(b); });
     REQUIRE(loop.run_until([&] { return got.has_value(); }));
     return *got;
 }
@@ -253,4 +268,82 @@ TEST_CASE(
     REQUIRE(loop.run_until([&] { return first.has_value() && second.has_value(); }));
     CHECK(reads == 4);
     CHECK(ids(*second) == std::vector<uint64_t>{a[1], a[2], late});
+}
+
+TEST_CASE("redis bus: a batch is numbered in its order by the shared counter, both ways",
+          "[redis][batch]") {
+    RedisServer redis;
+    Loop loop;
+    RedisBus bus(loop, m0::testing::bus_options(redis));
+    REQUIRE(bus.start(5));
+    const uint64_t before = bus.publish("a", "before").id;
+    BatchResult b = bus.publish_batch(batch("a", 5));
+    REQUIRE(b.ok());
+    REQUIRE(b.ids.size() == 5);
+    BatchResult later = batch_later(loop, bus, batch("a", 4));
+    REQUIRE(later.ok());
+    REQUIRE(later.ids.size() == 4);
+    std::vector<uint64_t> all{before};
+    all.insert(all.end(), b.ids.begin(), b.ids.end());
+    all.insert(all.end(), later.ids.begin(), later.ids.end());
+    CHECK(std::is_sorted(all.begin(), all.end()));
+    CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());
+    // In history in that order, each event with its own data.
+    Replay r = replay_of(loop, bus, {"a"}, 0);
+    CHECK(ids(r) == all);
+    REQUIRE(r.events.size() == 10);
+    CHECK(*r.events[3].wire == "id: " + std::to_string(b.ids[2]) + "\ndata: e2\n\n");
+    CHECK(bus.position() >= later.ids.back());
+    // Checked whole before Redis is asked: a bad event names its index.
+    auto bad = batch("a", 3);
+    bad[1].channel = "m0.slot.1";
+    b = bus.publish_batch(bad);
+    CHECK(b.error.error == PublishError::bad_name);
+    CHECK(b.failed == 1);
+    CHECK(b.ids.empty());
+    CHECK(ids(replay_of(loop, bus, {"a"}, 0)).size() == 10);
+}
+
+TEST_CASE(
+    "redis bus: a batch whose answer is lost (the link cut in the middle of it) is an error "
+    "that claims no id",
+    "[redis][batch][faults]") {
+    RedisServer redis;
+    m0::testing::RedisFaultProxy proxy(redis.port());
+    Loop loop;
+    RedisBusOptions o = m0::testing::bus_options(redis);
+    std::string err;
+    o.url = *parse_redis_url(proxy.url(), err);
+    RedisBus bus(loop, o);
+    RedisBus straight(loop, m0::testing::bus_options(redis));
+    REQUIRE(bus.start(5));
+    REQUIRE(straight.start(5));
+    // One script call: Redis ran it (the cut came after), but its answer
+    // was lost, so no id is claimed.
+    auto check = [&](const BatchResult& b, size_t) {
+        CHECK_FALSE(b.ok());
+        CHECK(b.error.error == PublishError::unavailable);
+        CHECK(b.failed == 0);
+        CHECK(b.ids.empty());
+        CHECK(b.error.detail.find("none of the batch's 40 events answered as taken") !=
+              std::string::npos);
+    };
+    SECTION("publish_batch: the blocking publish link") {
+        REQUIRE(bus.publish("a", "opens the publish link").ok());
+        proxy.cut_mid_reply(m0::testing::kPublishing);
+        BatchResult b = bus.publish_batch(batch("a", 40));
+        INFO(b.error.detail);
+        check(b, 40);
+    }
+    SECTION("publish_batch_later: the loop's command link") {
+        proxy.cut_mid_reply(m0::testing::kCommandLink);
+        BatchResult b = batch_later(loop, bus, batch("a", 40));
+        INFO(b.error.detail);
+        check(b, 40);
+    }
+    proxy.release();
+    // The bus comes back and takes the next batch whole.
+    REQUIRE(loop.run_until([&] { return bus.up(); }));
+    BatchResult again = batch_later(loop, bus, batch("a", 3));
+    CHECK(again.ok());
 }

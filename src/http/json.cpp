@@ -62,8 +62,7 @@ bool optional_string(const json& o, const char* key, std::string& out, std::stri
 }
 
 // The old admin shape: a flat object of strings (or nulls), `channel` given.
-bool flat_object(std::string_view body, json& j, std::string& err) {
-    if (!parse(body, j, err)) return false;
+bool flat_value(const json& j, std::string& err) {
     if (!j.is_object()) {
         err = "body must be a JSON object";
         return false;
@@ -73,11 +72,23 @@ bool flat_object(std::string_view body, json& j, std::string& err) {
             err = "JSON values must be strings";
             return false;
         }
-    if (j.find("channel") == j.end() || j["channel"].is_null()) {
+    auto channel = j.find("channel");
+    if (channel == j.end() || channel->is_null()) {
         err = "missing channel";
         return false;
     }
     return true;
+}
+
+bool flat_object(std::string_view body, json& j, std::string& err) {
+    return parse(body, j, err) && flat_value(j, err);
+}
+
+bool event_of(const json& j, AdminEvent& out, std::string& err) {
+    auto data = j.find("data");
+    out.has_data = data != j.end() && !data->is_null();
+    return optional_string(j, "channel", out.channel, err) &&
+           optional_string(j, "data", out.data, err) && optional_string(j, "event", out.event, err);
 }
 
 // A string, or base64 bytes under `key`-bin: `text` names the first, and
@@ -246,11 +257,32 @@ bool decode_item(const json& item, PushpinItem& out, bool& served, std::string& 
 
 bool decode_publish(std::string_view body, AdminEvent& out, std::string& err) {
     json j;
-    if (!flat_object(body, j, err)) return false;
-    auto data = j.find("data");
-    out.has_data = data != j.end() && !data->is_null();
-    return optional_string(j, "channel", out.channel, err) &&
-           optional_string(j, "data", out.data, err) && optional_string(j, "event", out.event, err);
+    return flat_object(body, j, err) && event_of(j, out, err);
+}
+
+bool is_batch(std::string_view body) {
+    size_t at = body.find_first_not_of(" \t\r\n");  // RFC 8259 §2: ws before the value
+    return at != std::string_view::npos && body[at] == '[';
+}
+
+bool decode_publish_batch(std::string_view body, std::vector<AdminEvent>& out, std::string& err) {
+    out.clear();
+    json j;
+    if (!parse(body, j, err)) return false;
+    if (!j.is_array()) {
+        err = "body must be a JSON array of events";
+        return false;
+    }
+    out.reserve(j.size());
+    for (const auto& item : j) {
+        AdminEvent ev;
+        if (!flat_value(item, err) || !event_of(item, ev, err)) {
+            err = "event " + std::to_string(out.size()) + ": " + err;
+            return false;
+        }
+        out.push_back(std::move(ev));
+    }
+    return true;
 }
 
 bool decode_close(std::string_view body, std::string& channel, std::string& err) {

@@ -3,6 +3,7 @@
 // here throws.
 //
 //   POST /publish    {"channel": C, "data": D, "event": E}      decode_publish
+//                    [{"channel": C, ...}, ...]                  decode_publish_batch
 //   POST /close      {"channel": C}                             decode_close
 //   POST /publish/   Pushpin's {"items": [ITEM, ...]}           decode_pushpin
 //
@@ -60,6 +61,10 @@ bool decode_response_item(std::string_view data, ResponseItem& out);
 // other keys are ignored. False with `err` (one line, for a 400) on anything
 // else, and when `channel` is missing.
 bool decode_publish(std::string_view body, AdminEvent& out, std::string& err);
+// POST /publish with a JSON array: each element an object as decode_publish
+// takes; the first that is not names its index ("event 3: missing channel").
+bool is_batch(std::string_view body);  // the body's JSON value is an array
+bool decode_publish_batch(std::string_view body, std::vector<AdminEvent>& out, std::string& err);
 bool decode_close(std::string_view body, std::string& channel, std::string& err);
 
 // Pushpin's publish format (pushpin.org, "HTTP publishing"): an object with

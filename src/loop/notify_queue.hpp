@@ -60,6 +60,25 @@ class NotifyQueue {
         return true;
     }
 
+    // Pushes make(0) .. make(n - 1) under one hold of the queue lock, all or
+    // none (false: closed, or fewer than n free places): a batch costs one
+    // lock and at most one wakeup.
+    template <class Make>
+    [[nodiscard]] bool push_many(size_t n, Make&& make) {
+        bool wake = false;
+        {
+            std::lock_guard lock(mu_);
+            if (closed_ || items_.size() + n > capacity_) return false;
+            wake = items_.empty() && n > 0;
+            for (size_t i = 0; i < n; ++i) {
+                items_.push_back(make(i));
+                if (observer) observer(items_.back(), items_.size());
+            }
+        }
+        if (wake) signal();
+        return true;
+    }
+
     // Consumer: moves every queued item into `out` (appending). Also clears the
     // eventfd counter. Returns the number taken.
     size_t drain(std::deque<T>& out) {

@@ -67,6 +67,15 @@ Response AdminApi::handle(const Request& req) {
 }
 
 namespace {
+// Why an admin event is refused before the bus sees it, if it is: the
+// channel's own reason first; then an event with no data at all, which
+// would go out as an empty event, is the caller's slip.
+std::optional<std::string> refused_event(const http::AdminEvent& ev) {
+    if (auto e = bus::check_channel(ev.channel); e != bus::NameError::ok) return bus::reason(e);
+    if (!ev.has_data) return "missing data (give \"data\": \"\" for an empty event)";
+    return std::nullopt;
+}
+
 // A publish's answer: its id, or why it was refused.
 Response publish_answer(const bus::PublishResult& res) {
     switch (res.error) {
@@ -159,14 +168,10 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
             };
             return r;
         }
+        if (http::is_batch(req.body)) return publish_batch(req, later);
         http::AdminEvent ev;
         if (!http::decode_publish(req.body, ev, err)) return error_response(400, err);
-        // The channel's own reason first; then an event with no data at all,
-        // which would go out as an empty event, is the caller's slip.
-        if (auto e = bus::check_channel(ev.channel); e != bus::NameError::ok)
-            return error_response(400, bus::reason(e));
-        if (!ev.has_data)
-            return error_response(400, "missing data (give \"data\": \"\" for an empty event)");
+        if (auto why = refused_event(ev)) return error_response(400, *why);
         later = [this, ev = std::move(ev)](Answer answer) mutable {
             bus_->publish_later(std::move(ev.channel), std::move(ev.data), std::move(ev.event),
                                 false,
@@ -175,6 +180,53 @@ Response AdminApi::answer_now(const Request& req, Deferred& later) {
         return r;
     }
     return error_response(404, "admin serves /metrics, /ready, /publish, /publish/ and /close");
+}
+
+namespace {
+// A batch's answer: every id, or why it was refused (naming the event), or
+// which events a failing bus took.
+Response batch_answer(bus::BatchResult& b) {
+    if (b.ok()) {
+        Response r;
+        r.headers.add("Content-Type", "application/json");
+        r.body = http::encode_answer({{"ids", b.ids}});
+        return r;
+    }
+    Response r = publish_answer(b.error);
+    std::string why = "event " + std::to_string(b.failed) + ": " + bus::reason(b.error);
+    if (b.error.error == bus::PublishError::refused) why = "the bus channel is full";
+    if (!b.ids.empty())
+        why += " (the " + std::to_string(b.ids.size()) + " events before it were taken: ids " +
+               std::to_string(b.ids.front()) + " to " + std::to_string(b.ids.back()) + ")";
+    else if (b.error.error != bus::PublishError::bad_name &&
+             b.error.error != bus::PublishError::too_large)
+        why += " (no event of the batch was taken)";
+    return error_response(r.status, why);
+}
+}  // namespace
+
+Response AdminApi::publish_batch(const Request& req, Deferred& later) {
+    auto events = std::make_shared<std::vector<http::AdminEvent>>();
+    std::string err;
+    if (!http::decode_publish_batch(req.body, *events, err)) return error_response(400, err);
+    if (events->size() > batch_max_)
+        return error_response(413, "batch of " + std::to_string(events->size()) +
+                                       " events, over --publish-batch-max " +
+                                       std::to_string(batch_max_));
+    // What a single publish refuses at once, refused here for the whole batch.
+    for (size_t i = 0; i < events->size(); ++i) {
+        if (auto why = refused_event((*events)[i]))
+            return error_response(400, "event " + std::to_string(i) + ": " + *why);
+    }
+    later = [this, events](Answer answer) {
+        std::vector<bus::PublishEvent> batch;
+        batch.reserve(events->size());
+        for (auto& ev : *events)
+            batch.push_back({std::move(ev.channel), std::move(ev.data), std::move(ev.event)});
+        bus_->publish_batch_later(std::move(batch),
+                                  [answer](bus::BatchResult b) { answer(batch_answer(b)); });
+    };
+    return {};
 }
 
 Response AdminApi::publish_items(const Request& req, Deferred& later) {
@@ -211,8 +263,8 @@ Response AdminApi::publish_items(const Request& req, Deferred& later) {
 }
 
 void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
-    // One item after the other, in order (ids in item order): each is handed
-    // to the bus when the one before it has its id. A bus that answers at
+    // In order (ids in item order): a close, or a run of send items as one
+    // batch, is handed to the bus when what is before it is done. A bus that answers at
     // once (in process) is driven by this loop, not by recursion, however
     // many items there are; one that answers later resumes it.
     run->driving = true;
@@ -232,27 +284,39 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
             }
             continue;
         }
+        // A run of send items goes to the bus as one batch (one step in
+        // process, one script call on Redis), ids in item order.
         // Pushpin's http-stream content goes out as it is: the publisher
         // formats its own SSE. m0serve still numbers it and keeps it in history.
         // An http-response item is a raw event of its format (bus::kResponseFormat).
-        bus_->publish_later(
-            std::move(it.channel), std::move(it.content),
-            it.response ? std::string(bus::kResponseFormat) : std::string(), true,
-            [this, run, i](bus::PublishResult res) {
-                run->waiting = false;
-                if (!res.ok()) {
-                    run->failed = true;
-                    int status = res.error == bus::PublishError::bad_name    ? 400
-                                 : res.error == bus::PublishError::too_large ? 413
-                                                                             : 503;
-                    run->answer(error_response(status, "item " + std::to_string(i) + ": " +
-                                                           bus::reason(res) +
-                                                           " (the items before it were taken)"));
-                    return;
-                }
-                run->ids.push_back(res.id);
-                if (!run->driving) publish_item(run);
-            });
+        std::vector<bus::PublishEvent> batch;
+        for (size_t k = i;; ++k) {
+            auto& send = (*run->items)[k];
+            batch.push_back({std::move(send.channel), std::move(send.content),
+                             send.response ? std::string(bus::kResponseFormat) : std::string(),
+                             true});
+            if (k + 1 == run->items->size() ||
+                (*run->items)[k + 1].action == http::PushpinItem::Action::close)
+                break;
+            ++run->next;
+        }
+        bus_->publish_batch_later(std::move(batch), [this, run, i](bus::BatchResult b) {
+            run->waiting = false;
+            if (!b.ok()) {
+                run->failed = true;
+                const auto& res = b.error;
+                int status = res.error == bus::PublishError::bad_name    ? 400
+                             : res.error == bus::PublishError::too_large ? 413
+                                                                         : 503;
+                run->answer(error_response(
+                    status, "item " + std::to_string(i + b.failed) + ": " + bus::reason(res) +
+                                " (the items before item " + std::to_string(i) +
+                                " were taken; from it on none)"));
+                return;
+            }
+            run->ids.insert(run->ids.end(), b.ids.begin(), b.ids.end());
+            if (!run->driving) publish_item(run);
+        });
         if (run->waiting) {
             run->driving = false;  // the bus answers later, and resumes from there
             return;

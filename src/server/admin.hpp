@@ -4,7 +4,11 @@
 //   GET  /ready     200 while serving, 503 once draining (SIGTERM, or a
 //                   --workers worker being retired): for load balancers and
 //                   readiness probes
-//   POST /publish   {"channel": C, "data": D, "event": E}: an event on the bus
+//   POST /publish   {"channel": C, "data": D, "event": E}: an event on the bus;
+//                   or an array of such objects, up to --publish-batch-max:
+//                   checked whole (a bad one refuses all, 400 or 413 naming
+//                   its index), then published as one batch, ids in order,
+//                   answered {"ids": [...]}
 //   POST /close     {"channel": C}: every hold on C gets a retry hint and ends
 //   POST /publish/  Pushpin's {"items": [...]} (http/json.hpp): each item's
 //                   http-stream content is published raw (written verbatim),
@@ -32,6 +36,9 @@
 
 namespace m0::server {
 
+// The events one POST /publish array may carry by default (--publish-batch-max).
+inline constexpr size_t kPublishBatchMax = 1000;
+
 class AdminApi {
   public:
     // Ends every hold on a channel; `done` gets how many, on the loop thread,
@@ -46,6 +53,8 @@ class AdminApi {
     // The key read again (SIGHUP); later requests are checked against it.
     void set_key(std::string key) { key_ = std::move(key); }
     void set_close(CloseChannel close) { close_ = std::move(close); }
+    // A POST /publish array of more events is refused whole: 413.
+    void set_batch_max(size_t n) { batch_max_ = n; }
     // From now on GET /ready answers 503 (the server began to drain).
     void set_draining() { draining_ = true; }
     // Gets the answer to one admin request, exactly once, on the loop thread:
@@ -64,6 +73,8 @@ class AdminApi {
     http::Response answer_now(const http::Request& req, Deferred& later);
     // POST /publish/: Pushpin's items, checked whole; `later` publishes them.
     http::Response publish_items(const http::Request& req, Deferred& later);
+    // POST /publish with a JSON array: checked whole, then one bus batch.
+    http::Response publish_batch(const http::Request& req, Deferred& later);
 
     // Why a POST is not authorized (the 401 or 403 to answer), or nullopt.
     std::optional<http::Response> refuse(const http::Request& req) const;
@@ -87,6 +98,7 @@ class AdminApi {
     bus::Bus* bus_;
     CloseChannel close_;
     std::vector<const Pool*> pools_;
+    size_t batch_max_ = kPublishBatchMax;
     bool draining_ = false;  // set by Server::shutdown on the same loop
 };
 

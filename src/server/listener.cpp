@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -392,6 +393,13 @@ void Server::accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr) {
         ::shutdown(fd, SHUT_WR);
         evutil_closesocket(fd);
         return;
+    }
+    if (l.admin && l.path.empty()) {
+        // A publisher pipelines its POSTs: with Nagle on, the answers after
+        // the first wait for its ACK, which a client with nothing more to send
+        // delays (40 ms): 1,100 publishes a second at 50 in flight.
+        int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     if (l.tls) {
         start_tls(l, fd, buf, port);

@@ -37,6 +37,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
     // A peer that left makes writes fail with EPIPE, handled as an error on
     // that connection; the signal would end the whole process.
     ::signal(SIGPIPE, SIG_IGN);
+    admin_.set_batch_max(cfg_.publish_batch_max);
     flush_ev_ = event_new(loop_.base(), -1, 0, on_flush, this);
     ring_watch_ =
         std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });

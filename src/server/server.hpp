@@ -98,6 +98,8 @@ struct ServerConfig {
     double hold_coalesce = 0;
     std::string admin_key;    // bearer key for admin POST /publish; empty: refused
     bool admin_open = false;  // --admin-open: admin POSTs need no key (loopback only)
+    // --publish-batch-max: the events one POST /publish array may carry (413 past it).
+    size_t publish_batch_max = kPublishBatchMax;
     // Peers whose X-Forwarded-For / -Proto are believed (--forwarded-allow-ips);
     // none by default here, the binary's default is loopback.
     http::TrustedProxies forwarded_allow;

@@ -115,6 +115,16 @@ TEST_CASE(
         CHECK(r.status == 400);
         CHECK(r.body.find("item 1") != std::string::npos);
         CHECK(a.published().size() == 3);
+        // A close between them: still nothing published and nothing closed
+        // (the runs of items on either side go to the bus one after the other).
+        r = a.post("/publish/",
+                   R"({"items":[{"channel":"ok","formats":{"http-stream":{"content":"x"}}},)"
+                   R"({"channel":"e","formats":{"http-stream":{"action":"close"}}},)"
+                   R"({"channel":"m0.slot.1.1","formats":{"http-stream":{"content":"x"}}}]})");
+        CHECK(r.status == 400);
+        CHECK(r.body.find("item 2") != std::string::npos);
+        CHECK(a.published().size() == 3);
+        CHECK(a.closed == std::vector<std::string>{"d"});
     }
     SECTION("content over --max-event-size is 413") {
         Admin small(bus::BusOptions{.max_event_size = 8});
@@ -207,4 +217,64 @@ TEST_CASE("admin: GET /ready is 200 while serving and 503 once draining; other m
     CHECK(draining.headers.get("Retry-After") == std::optional<std::string_view>("1"));
     // No key is asked for: a probe has none.
     CHECK(a.api.handle(r).status == 503);
+}
+
+TEST_CASE("admin: POST /publish with an array publishes a batch, ids in order, checked whole",
+          "[admin][batch]") {
+    Admin a;
+    auto r =
+        a.post("/publish", R"( [{"channel":"a","data":"1"},{"channel":"b","data":"2","event":"up"},
+                                     {"channel":"a","data":""}])");
+    REQUIRE(r.status == 200);
+    auto p = a.published();
+    REQUIRE(p.size() == 3);
+    CHECK(r.body == "{\"ids\": [" + std::to_string(p[0].id) + ", " + std::to_string(p[1].id) +
+                        ", " + std::to_string(p[2].id) + "]}\n");
+    CHECK(p[1].id == p[0].id + 1);
+    CHECK(p[2].id == p[1].id + 1);
+    CHECK(p[1].event == "up");
+    CHECK(p[2].data.empty());
+    // A bad event refuses the batch, naming it; nothing of it is published.
+    r = a.post("/publish", R"([{"channel":"a","data":"1"},{"channel":"a"}])");
+    CHECK(r.status == 400);
+    CHECK(r.body.starts_with("event 1: missing data"));
+    r = a.post("/publish", R"([{"channel":"a","data":"1"},{"channel":"m0.slot.1","data":"x"}])");
+    CHECK(r.status == 400);
+    CHECK(r.body.starts_with("event 1: "));
+    r = a.post("/publish", R"([{"channel":"a","data":"1"}, 7])");
+    CHECK(r.status == 400);
+    CHECK(r.body.starts_with("event 1: body must be a JSON object"));
+    CHECK(a.published().size() == 3);
+    // An empty array: nothing to publish, no ids.
+    r = a.post("/publish", "[]");
+    CHECK(r.status == 200);
+    CHECK(r.body == "{\"ids\": []}\n");
+}
+
+TEST_CASE("admin: a batch past --publish-batch-max or --max-event-size is refused whole: 413",
+          "[admin][batch]") {
+    Admin a(bus::BusOptions{.max_event_size = 64});
+    a.api.set_batch_max(3);
+    auto r = a.post("/publish", R"([{"channel":"a","data":"1"},{"channel":"a","data":"2"},
+                                    {"channel":"a","data":"3"},{"channel":"a","data":"4"}])");
+    CHECK(r.status == 413);
+    CHECK(r.body == "batch of 4 events, over --publish-batch-max 3\n");
+    r = a.post("/publish", R"([{"channel":"a","data":"1"},{"channel":"a","data":")" +
+                               std::string(100, 'x') + R"("}])");
+    CHECK(r.status == 413);
+    CHECK(r.body.starts_with("event 1: event is "));
+    CHECK(a.published().empty());
+    r = a.post("/publish", R"([{"channel":"a","data":"1"},{"channel":"a","data":"2"},
+                              {"channel":"a","data":"3"}])");
+    CHECK(r.status == 200);
+}
+
+TEST_CASE("admin: a batch the bus has no room for is 503, and nothing of it is taken",
+          "[admin][batch]") {
+    Admin a(bus::BusOptions{.capacity = 2});
+    auto r = a.post("/publish", R"([{"channel":"a","data":"1"},{"channel":"a","data":"2"},
+                                    {"channel":"a","data":"3"}])");
+    CHECK(r.status == 503);
+    CHECK(r.body.find("no event of the batch was taken") != std::string::npos);
+    CHECK(a.published().empty());
 }

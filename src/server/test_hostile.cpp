@@ -895,7 +895,10 @@ const std::vector<Case>& admin_cases() {
         // ---- bad JSON (RFC 8259): the admin API takes one flat object of strings.
         add(admin("an empty body is 400", publish(""), 400));
         add(admin("an unclosed object is 400", publish("{"), 400));
-        add(admin("an array is 400", publish("[]"), 400));
+        // An array is a batch (test_admin): one that is not of objects is 400.
+        add(admin("an array of a number is 400", publish("[5]"), 400));
+        add(admin("an array of an object and a string is 400",
+                  publish(R"([{"channel": "news", "data": "x"}, "news"])"), 400));
         add(admin("null is 400", publish("null"), 400));
         add(admin("a string is 400", publish("\"news\""), 400));
         add(admin("a trailing comma is 400", publish(R"({"channel": "news",})"), 400));

@@ -9,6 +9,24 @@ namespace {
 bus::Bus* g_bus = nullptr;  // written once in start(), before any pool thread
 PyThreadState* g_main_state = nullptr;
 
+// The bytes of a str (UTF-8) or bytes `o`; false with a TypeError set.
+bool text_of(PyObject* o, std::string& out, const char* what) {
+    Py_ssize_t n = 0;
+    const char* p = nullptr;
+    if (PyBytes_Check(o)) {
+        p = PyBytes_AS_STRING(o);
+        n = PyBytes_GET_SIZE(o);
+    } else if (PyUnicode_Check(o)) {
+        p = PyUnicode_AsUTF8AndSize(o, &n);
+        if (!p) return false;
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s must be str or bytes", what);
+        return false;
+    }
+    out.assign(p, static_cast<size_t>(n));
+    return true;
+}
+
 // _m0.publish(channel, data, event=None) -> int
 PyObject* py_publish(PyObject*, PyObject* args, PyObject* kwargs) {
     static const char* kw[] = {"channel", "data", "event", nullptr};
@@ -20,17 +38,7 @@ PyObject* py_publish(PyObject*, PyObject* args, PyObject* kwargs) {
                                      &channel_len, &data, &event))
         return nullptr;
     std::string data_s;
-    if (PyBytes_Check(data)) {
-        data_s.assign(PyBytes_AS_STRING(data), static_cast<size_t>(PyBytes_GET_SIZE(data)));
-    } else if (PyUnicode_Check(data)) {
-        Py_ssize_t n = 0;
-        const char* p = PyUnicode_AsUTF8AndSize(data, &n);
-        if (!p) return nullptr;
-        data_s.assign(p, static_cast<size_t>(n));
-    } else {
-        PyErr_SetString(PyExc_TypeError, "data must be str or bytes");
-        return nullptr;
-    }
+    if (!text_of(data, data_s, "data")) return nullptr;
     std::string event_s;
     if (event != Py_None) {
         if (!PyUnicode_Check(event)) {
@@ -74,12 +82,69 @@ PyObject* py_publish(PyObject*, PyObject* args, PyObject* kwargs) {
     return PyLong_FromUnsignedLongLong(res.id);
 }
 
+// _m0.publish_many(events) -> [id, ...]: `events` a list of (channel, data,
+// event or None), checked and normalised by m0.publish_many; one bus batch
+// (Bus::publish_batch: in process one lock and one wake-up of each loop).
+PyObject* py_publish_many(PyObject*, PyObject* arg) {
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "events must be a list of (channel, data, event)");
+        return nullptr;
+    }
+    std::vector<bus::PublishEvent> events;
+    const Py_ssize_t n = PyList_GET_SIZE(arg);
+    events.reserve(static_cast<size_t>(n));
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* t = PyList_GET_ITEM(arg, i);  // borrowed
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 3) {
+            PyErr_Format(PyExc_TypeError, "event %zd: not a (channel, data, event) tuple", i);
+            return nullptr;
+        }
+        bus::PublishEvent e;
+        PyObject* event = PyTuple_GET_ITEM(t, 2);
+        if (!text_of(PyTuple_GET_ITEM(t, 0), e.channel, "channel") ||
+            !text_of(PyTuple_GET_ITEM(t, 1), e.data, "data") ||
+            (event != Py_None && !text_of(event, e.event, "event")))
+            return nullptr;
+        events.push_back(std::move(e));
+    }
+    if (!g_bus) {
+        PyErr_SetString(PyExc_RuntimeError, "publish needs m0serve --realtime");
+        return nullptr;
+    }
+    bus::BatchResult b;
+    Py_BEGIN_ALLOW_THREADS;
+    b = g_bus->publish_batch(std::move(events));
+    Py_END_ALLOW_THREADS;
+    if (!b.ok()) {
+        std::string why = "event " + std::to_string(b.failed) + ": " + bus::reason(b.error);
+        if (!b.ids.empty())
+            why += " (the " + std::to_string(b.ids.size()) + " events before it were taken)";
+        const bool mistake = b.error.error == bus::PublishError::bad_name ||
+                             b.error.error == bus::PublishError::too_large;
+        PyErr_SetString(mistake ? PyExc_ValueError : PyExc_RuntimeError, why.c_str());
+        return nullptr;
+    }
+    PyObject* ids = PyList_New(static_cast<Py_ssize_t>(b.ids.size()));
+    if (!ids) return nullptr;
+    for (size_t i = 0; i < b.ids.size(); ++i) {
+        PyObject* id = PyLong_FromUnsignedLongLong(b.ids[i]);
+        if (!id) {
+            Py_DECREF(ids);
+            return nullptr;
+        }
+        PyList_SET_ITEM(ids, static_cast<Py_ssize_t>(i), id);
+    }
+    return ids;
+}
+
 PyObject* py_realtime(PyObject*, PyObject*) { return PyBool_FromLong(g_bus != nullptr); }
 
 PyMethodDef m0_methods[] = {
     {"publish", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(py_publish)),
      METH_VARARGS | METH_KEYWORDS,
      "publish(channel, data, event=None) -> id: queue an event on the server's bus."},
+    {"publish_many", py_publish_many, METH_O,
+     "publish_many([(channel, data, event), ...]) -> [id, ...]: one batch on the server's bus."},
     {"realtime", py_realtime, METH_NOARGS, "realtime() -> bool: whether --realtime is on."},
     {nullptr, nullptr, 0, nullptr}};
 

@@ -3,6 +3,7 @@
 // RedisBus that reaches a real redis-server through the fault proxy
 // (test_redis_proxy.hpp); the view runs on this thread (serve_job).
 #include <catch2/catch.hpp>
+#include <sstream>
 
 #include "bus/redis_bus.hpp"
 #include "bus/test_redis_proxy.hpp"
@@ -20,8 +21,13 @@ import m0
 
 def publish_app(environ, start_response):
     # The id, or the class of what m0.publish raised and why.
+    q = environ['QUERY_STRING']
     try:
-        body = 'id %d' % m0.publish('c', environ['QUERY_STRING'])
+        if q.startswith('many='):  # m0.publish_many: one event an item of the list
+            body = 'ids ' + ' '.join(str(i) for i in m0.publish_many(
+                [(c, 'x') for c in q[5:].split(',')]))
+        else:
+            body = 'id %d' % m0.publish('c', q)
     except Exception as e:
         body = '%s: %s' % (type(e).__name__, e)
     start_response('200 OK', [('Content-Type', 'text/plain')])
@@ -109,5 +115,25 @@ TEST_CASE(
     // Redis takes events again: ids, above the first.
     said = rig.publish("after");
     REQUIRE(said.starts_with("id "));
-    CHECK(std::stoull(said.substr(3)) > std::stoull(first.substr(3)));
+    const uint64_t after = std::stoull(said.substr(3));
+    CHECK(after > std::stoull(first.substr(3)));
+
+    // m0.publish_many in the view: one script call, consecutive ids in order.
+    said = rig.publish("many=a,b,a");
+    REQUIRE(said.starts_with("ids "));
+    std::istringstream in(said.substr(4));
+    uint64_t a = 0, b = 0, c = 0;
+    in >> a >> b >> c;
+    CHECK(a > after);
+    CHECK(b == a + 1);
+    CHECK(c == a + 2);
+    // A bad channel refuses the batch, naming it, before Redis is asked.
+    said = rig.publish("many=a,m0.slot.1");
+    CHECK(said.starts_with("ValueError: event 1: "));
+    // Redis does not answer: RuntimeError, no ids.
+    rig.proxy.stall(kPublishing);
+    said = rig.publish("many=a,b,c");
+    CHECK(said.starts_with("RuntimeError: "));
+    CHECK(said.find("none of the batch's 3 events answered as taken") != std::string::npos);
+    rig.proxy.release();
 }

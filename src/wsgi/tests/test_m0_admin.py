@@ -68,6 +68,7 @@ class AdminPublishTest(unittest.TestCase):
         cls.proc = subprocess.Popen(
             [binary, "--listen", "127.0.0.1:%d" % port, "--admin-listen", "127.0.0.1:%d" % admin,
              "--admin-key-file", cls.key_file, "--realtime", "--max-event-size", "1000",
+             "--publish-batch-max", "5",
              "--mount", "/=mojo"],
             stdin=subprocess.DEVNULL, stdout=cls.log, stderr=subprocess.STDOUT)
         for target in (port, admin):
@@ -115,6 +116,19 @@ class AdminPublishTest(unittest.TestCase):
         want = (b"id: %d\nevent: update\ndata: one\ndata: two\n\n" % first +
                 b"id: %d\ndata: three\n\n" % second)
         self.assertEqual(read_until(sock, want), want)
+
+    def test_publish_many_is_one_post_whose_ids_reach_a_hold_in_order(self):
+        sock = self.hold("many")
+        ids = m0.publish_many([("many", "a"), ("other", "b"), ("many", "c\r\nd", "up")])
+        self.assertEqual(ids, [ids[0], ids[0] + 1, ids[0] + 2])
+        want = b"id: %d\ndata: a\n\nid: %d\nevent: up\ndata: c\ndata: d\n\n" % (ids[0], ids[2])
+        self.assertEqual(read_until(sock, want), want)
+
+    def test_publish_many_past_the_servers_batch_limit_is_a_value_error(self):
+        with self.assertRaisesRegex(ValueError, "over --publish-batch-max 5"):
+            m0.publish_many([("many", str(n)) for n in range(6)])
+        with self.assertRaisesRegex(ValueError, "^m0.publish: event 1: event is"):
+            m0.publish_many([("many", "ok"), ("many", "x" * 1000)])
 
     def test_a_url_with_a_trailing_slash_and_utf8_names_and_data(self):
         with mock.patch.dict(os.environ, {"M0_ADMIN_URL": self.url + "/"}):

@@ -40,6 +40,9 @@ class FakeNative(types.ModuleType):
         self.calls.append((channel, data, event))
         return len(self.calls)
 
+    def publish_many(self, events):
+        return [self.publish(*e) for e in events]
+
     def realtime(self):
         return self._realtime
 
@@ -202,3 +205,32 @@ class ImportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PublishManyTest(unittest.TestCase):
+    def test_in_m0serve_one_call_of_the_native_module_with_checked_events(self):
+        native = FakeNative()
+        with with_native(native):
+            ids = m0.publish_many([("a", b"1"), {"channel": "b", "data": "x\r\ny", "event": "e"},
+                                   ["c", "z", None]])
+        self.assertEqual(ids, [1, 2, 3])
+        self.assertEqual(native.calls, [("a", "1", None), ("b", "x\ny", "e"), ("c", "z", None)])
+
+    def test_a_bad_event_names_its_index_and_nothing_is_published(self):
+        native = FakeNative()
+        with with_native(native):
+            for bad, kind in ((("m0.slot.1", "x"), ValueError), (("a", 1), TypeError),
+                              ({"channel": "a"}, ValueError), ({"channel": "a", "data": "",
+                                                                 "evnt": "x"}, ValueError),
+                              ("ab", TypeError), (("a", "x", "bad\nname"), ValueError)):
+                with self.subTest(bad=bad), self.assertRaisesRegex(kind, "^event 1: "):
+                    m0.publish_many([("ok", "1"), bad])
+        self.assertEqual(native.calls, [])
+        with with_native(native):
+            self.assertEqual(m0.publish_many([]), [])
+
+    def test_outside_m0serve_without_a_bus_is_a_runtime_error(self):
+        env = {k: v for k, v in os.environ.items() if k not in ("M0_BUS", "M0_ADMIN_URL")}
+        with without_native(), mock.patch.dict(os.environ, env, clear=True):
+            with self.assertRaisesRegex(RuntimeError, "publish_many needs"):
+                m0.publish_many([("a", "1")])

@@ -74,6 +74,42 @@ class RedisPublishTest(unittest.TestCase):
         self.assertEqual(entries[1][1], {b"e": b"", b"d": b"three", b"r": b""})
         self.assertEqual(int(self.redis().get("m0:id")), second)
 
+    def test_publish_many_is_one_round_trip_with_ids_in_order(self):
+        sub = self.redis().pubsub()
+        sub.subscribe("m0:0:e:a", "m0:0:e:b")
+        for _ in range(2):
+            sub.get_message(timeout=1)  # the subscribe confirmations
+        before = m0.publish("a", "before")
+        ids = m0.publish_many([("a", "1"), {"channel": "b", "data": b"2", "event": "up"},
+                               ("a", "3\r\n")])
+        # Increasing (Redis's clock seeds the counter: not always consecutive).
+        self.assertEqual(ids, sorted(set(ids)))
+        self.assertGreater(ids[0], before)
+        self.assertEqual(len(ids), 3)
+        self.assertEqual(int(self.redis().get("m0:id")), ids[-1])
+        self.assertEqual([e[0] for e in self.redis().xrange("m0:s:a")],
+                         [b"%d-0" % i for i in (before, ids[0], ids[2])])
+        got = [sub.get_message(timeout=2)["data"] for _ in range(4)]
+        self.assertEqual(got, [b"%d\n\n\nbefore" % before, b"%d\n\n\n1" % ids[0],
+                               b"%d\nup\n\n2" % ids[1], b"%d\n\n\n3\n" % ids[2]])
+        self.assertEqual(m0.publish_many([]), [])
+
+    def test_publish_many_refuses_a_bad_event_before_redis_is_asked(self):
+        with self.assertRaisesRegex(ValueError, "^event 1: "):
+            m0.publish_many([("a", "1"), ("m0.slot.3", "x")])
+        with self.assertRaisesRegex(TypeError, "^event 0: "):
+            m0.publish_many([("a",)])
+        with mock.patch.dict(os.environ, {"M0_MAX_EVENT_SIZE": "100"}):
+            with self.assertRaisesRegex(ValueError, "^event 2: .*over --max-event-size 100"):
+                m0.publish_many([("a", "1"), ("a", "2"), ("a", "x" * 100)])
+        self.assertIsNone(self.redis().get("m0:id"))
+
+    def test_publish_many_on_a_redis_that_is_down_is_a_runtime_error(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        with self.assertRaisesRegex(RuntimeError, "redis bus redis://127.0.0.1"):
+            m0.publish_many([("a", "1"), ("a", "2")])
+
     def test_the_stream_keeps_the_history_the_servers_set(self):
         self.redis().set("m0:history", "2")
         ids = [m0.publish("h", str(n)) for n in range(5)]
