@@ -83,6 +83,7 @@ PublishResult BusChannel::publish(std::string channel, std::string data, std::st
             PublishFrame f{r.id, std::move(channel), std::move(event), std::move(data), raw};
             // Encoded once for every loop, the history and every replay of it.
             f.wire = wire_bytes(f);
+            f.ws = ws_bytes(f);
             {
                 std::lock_guard hist(hist_mu_);
                 history_.append(f, now);
