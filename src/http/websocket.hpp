@@ -89,9 +89,10 @@ Response refusal(const Upgrade& u);
 std::string accept_key(std::string_view key);
 
 // What a WebSocket subscriber is sent for an event: a JSON object with "id"
-// (a string: ids pass 2^53, past what a JavaScript number holds exactly;
-// left out when 0, for a control message), "event" (left out when empty) and
-// "data". Bytes of `data` that are not UTF-8 become U+FFFD.
+// (a string, as SSE's id: line is: the client hands it back as it came,
+// whatever range ids take later; left out when 0, for a control message),
+// "event" (left out when empty) and "data". Bytes of `data` that are not
+// UTF-8 become U+FFFD.
 std::string event_message(uint64_t id, std::string_view event, std::string_view data);
 
 // A whole unmasked frame (FIN set) with `payload`, as a server sends it.

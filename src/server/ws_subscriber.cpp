@@ -3,7 +3,7 @@
 // DESIGN
 // Each event is one text frame whose payload is a JSON object:
 //   {"id": "N", "event": "NAME", "data": "..."}
-// ("event" only when the event is named; "id" a string, since ids pass 2^53).
+// ("event" only when the event is named; "id" a string, as SSE's id: is).
 // The id is what a client reconnects with (?lastEventID=N: a browser's
 // WebSocket sets no header), so the envelope is the one way to carry it;
 // nchan sends the data verbatim and its ids only with the ws+meta.nchan
