@@ -137,6 +137,19 @@ TEST_CASE("ws: the 101 is written after the subscription, and events follow as J
     CHECK(f[1].payload == R"({"id":"2","event":"tick","data":"two"})");
 }
 
+TEST_CASE("ws: an event published between the h frame and the 101 follows the 101", "[ws]") {
+    WsRig rig(ws_config());
+    // On the pool thread, after the h frame, before the completion: the
+    // subscription is queued ahead of this event, and the 101 ahead of both.
+    rig.on_point = [&](hold::Point p, SlotRef) {
+        if (p == hold::Point::frame_sent) REQUIRE(rig.bus.publish("c", "early").ok());
+    };
+    rig.open(*rig.conn);
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].payload == R"({"id":"1","data":"early"})");
+}
+
 TEST_CASE("ws: an event's frame is made once and shared by every subscriber", "[ws]") {
     WsRig rig(ws_config());
     rig.open(*rig.conn);
