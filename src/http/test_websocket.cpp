@@ -118,13 +118,6 @@ TEST_CASE("websocket: an event message is JSON with its id as a string", "[webso
     CHECK(event_message(1, "", "\xff") == "{\"id\":\"1\",\"data\":\"\xef\xbf\xbd\"}");
 }
 
-TEST_CASE("websocket: close codes a peer may send", "[websocket]") {
-    for (uint16_t ok : {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 3000, 4999})
-        CHECK(valid_close_code(ok));
-    for (uint16_t bad : {0, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000})
-        CHECK_FALSE(valid_close_code(bad));
-}
-
 TEST_CASE("websocket: UTF-8 is validated in pieces", "[websocket]") {
     auto whole = [](std::string_view s) {
         Utf8Validator v;

@@ -163,12 +163,6 @@ std::string close_frame(uint16_t code, std::string_view reason) {
     return server_frame(Opcode::close, body);
 }
 
-bool valid_close_code(uint16_t code) {
-    if (code >= 3000 && code <= 4999) return true;
-    if (code < 1000 || code > 1014) return false;
-    return code != 1004 && code != 1005 && code != 1006;
-}
-
 bool Utf8Validator::feed(std::string_view bytes) {
     // RFC 3629 §4: UTF8-2 = %xC2-DF tail; UTF8-3 = %xE0 %xA0-BF tail /
     // %xE1-EC 2tail / %xED %x80-9F tail / %xEE-EF 2tail; UTF8-4 = %xF0

@@ -1,6 +1,6 @@
 // WebSocket (RFC 6455), the parts that are pure: the opening handshake's
-// checks and its Sec-WebSocket-Accept, a server frame's bytes, the close
-// codes a peer may send, and an incremental UTF-8 validator. Any thread.
+// checks and its Sec-WebSocket-Accept, an event's message, a server frame's
+// bytes, and an incremental UTF-8 validator. Any thread.
 //
 // DESIGN
 // The loop checks an upgrade request before any pool sees it
@@ -10,9 +10,9 @@
 // made once here (server_frame) and shared, as an SSE event's bytes are.
 // A server frame is never masked (RFC 6455 §5.1: "A server MUST NOT mask any
 // frames that it sends to the client"), so its bytes are the same for every
-// connection. wslay checks no UTF-8 in the version Debian ships, so text
-// messages and close reasons go through Utf8Validator, fed chunk by chunk as
-// they arrive (a code point may be split across frames).
+// connection. wslay checks what a client sends after the 101 (server/
+// ws_conn.cpp), UTF-8 too, but a close frame's reason only from the third
+// byte of each piece it reads: Utf8Validator checks reasons as they come.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -99,11 +99,6 @@ std::string event_message(uint64_t id, std::string_view event, std::string_view 
 std::string server_frame(Opcode op, std::string_view payload);
 // A close frame's bytes: the code, then `reason` (at most 123 bytes, cut).
 std::string close_frame(uint16_t code, std::string_view reason);
-
-// RFC 6455 §7.4: whether a peer may send `code` in a close frame: 1000-1003,
-// 1007-1011 and 3000-4999 (1004, 1005, 1006 and 1015 are reserved, never on
-// the wire; 1012-1014 are the IANA registry's server-side codes).
-bool valid_close_code(uint16_t code);
 
 // UTF-8 (RFC 3629 §4's syntax: no overlongs, no surrogates, at most
 // U+10FFFF), fed in pieces. feed() returns false from the first byte that

@@ -1,6 +1,6 @@
 // A WebSocket connection's own state (ws_conn.cpp): its handshake's answer,
-// the wslay context that reads its frames, and the checks wslay leaves to
-// its user. Loop thread only; private to the server folder.
+// the wslay context that reads its frames, and what the connection's
+// reading and pings need. Loop thread only; private to the server folder.
 #pragma once
 #include <wslay/wslay.h>
 
@@ -17,20 +17,15 @@ struct WsState {
     std::vector<std::string> protocols;  // Sec-WebSocket-Protocol's offers
     // From the 101 on: reads the client's frames, writes control frames.
     wslay_event_context_ptr ctx = nullptr;
-    // The frame being read: a control frame (a close frame's reason is
-    // checked as UTF-8 past its code), or part of a data message.
-    bool in_control = false;
+    // A close frame's reason, checked as UTF-8 past its two-byte code.
     bool in_close = false;
-    bool fin = false;
-    bool text = false;                     // the data message under way is text
-    http::ws::Utf8Validator message_utf8;  // the text message, across its frames
-    http::ws::Utf8Validator close_utf8;    // the close frame's reason
-    uint64_t close_seen = 0;               // bytes of the close frame's payload read
-    bool failed = false;                   // a close was queued for the client's error
-    bool eof = false;                      // the client's side ended (or failed)
-    size_t budget = 0;                     // bytes still read from the socket this turn
-    double last_heard = 0;                 // monotonic: bytes last came from the client
-    double ping_sent = 0;                  // monotonic: the ping awaiting an answer; 0: none
+    uint64_t close_seen = 0;  // bytes of its payload read so far
+    http::ws::Utf8Validator close_utf8;
+    bool failed = false;    // a close was queued for the client's error
+    bool eof = false;       // the client's side ended (or failed)
+    size_t budget = 0;      // bytes still read from the socket this turn
+    double last_heard = 0;  // monotonic: bytes last came from the client
+    double ping_sent = 0;   // monotonic: the ping awaiting an answer; 0: none
 
     WsState() = default;
     WsState(const WsState&) = delete;
