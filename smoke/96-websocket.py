@@ -204,6 +204,11 @@ def phase4(ctx):
                       "SIGTERM: close %r" % (e.rcvd,))
 
     asyncio.run(run())
+    t0 = time.monotonic()
+    rc = srv.wait_exit(10)
+    check(rc == 0, "exit after SIGTERM: %r" % rc)
+    check(time.monotonic() - t0 < 3, "the drain took %.1f s: the close handshake did not end it"
+          % (time.monotonic() - t0))
 
 
 if __name__ == "__main__":
