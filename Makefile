@@ -27,11 +27,16 @@ DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt curl
 # the tests of --bus redis+sentinel:// (a master, a replica, three sentinels).
 DEB_PACKAGES += libhiredis-dev redis-server python3-redis redis-sentinel
 # WebSockets: libwslay-dev reads clients' frames (src/server/ws_conn.cpp);
-# python3-websockets is smoke 96-websocket's client (curl its handshake's).
+# python3-websockets is smoke 97-websocket's client (curl its handshake's).
 DEB_PACKAGES += libwslay-dev python3-websockets
 # systemd: sd_notify and socket activation (libsystemd), and
 # systemd-socket-activate, which smoke 10 starts m0serve under.
 DEB_PACKAGES += libsystemd-dev systemd
+# TLS on the listeners (--certfile): libevent's OpenSSL bufferevents (the
+# library behind pkg-config's libevent_openssl; libevent-dev names it too),
+# and the openssl CLI that smoke 96-tls and test_tls make certificates and
+# drive s_client with.
+DEB_PACKAGES += libevent-openssl-2.1-7 openssl
 # --config FILE: TOML, read with Debian's toml++.
 DEB_PACKAGES += libtomlplusplus-dev
 # smoke 93-virtualenv makes a venv and installs into it offline: venv, and

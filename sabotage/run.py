@@ -8,13 +8,17 @@ script
 
   1. copies the working tree (the files git tracks or would track) to
      BUILD/tree -- the working tree itself is never changed;
-  2. builds the named test there (out of tree, BUILD/build, warnings not
-     fatal; -O2 as the project's default build, without its debug
-     information: src/server/server.cpp compiles in 3.4 s instead of 5.4,
-     and `make test` took 26 minutes instead of 32) and runs it unmutated:
-     the baseline must pass;
+  2. builds the named test there (in BUILD/tree/build, configured as `make
+     build` configures build/, so that with ccache each file the mutations
+     leave alone is a cache hit of the project's own build: the same
+     compiler arguments, the same paths relative to the build folder; the
+     lanes' baselines had compiled the whole project again, twice, at one
+     core each) and runs it unmutated: the baseline must pass;
   3. applies the mutation to the copy (failing if the text does not occur
-     exactly once: a mutation that no longer applies is itself a failure);
+     exactly once: a mutation that no longer applies is itself a failure),
+     with the project's warnings turned back from errors into warnings in
+     the mutated file alone (pragmas above its first line, then `#line 1`):
+     a mutation may leave a variable unused;
   4. rebuilds and runs the test, which must now FAIL;
   5. restores the copy's file.
 
@@ -22,8 +26,8 @@ It prints one line per mutation, CAUGHT or MISSED, with the test that caught
 it and the seconds it took, and exits non-zero unless every mutation was
 caught.
 
-Steps 1-5 run in --lanes copies side by side (BUILD/tree and BUILD/build,
-BUILD/tree-1 and BUILD/build-1, ...; logs sabotage.log, sabotage-1.log), the
+Steps 1-5 run in --lanes copies side by side (BUILD/tree with BUILD/tree/build,
+BUILD/tree-1 with BUILD/tree-1/build, ...; logs sabotage.log, sabotage-1.log), the
 mutations split between them with each test's mutations in one lane: a
 mutation's rebuild is one compile and one link, which a second core does not
 speed up, so two lanes on two cores do twice the mutations an hour.
@@ -35,6 +39,7 @@ speed up, so two lanes on two cores do twice the mutations an hour.
 import argparse
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +47,21 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def warning_pragmas():
+    """The lines put above a mutated file: each warning flag of the project's
+    M0_WARNINGS (CMakeLists.txt) back to a warning under -Werror, then the
+    file's own line numbers."""
+    text = (ROOT / "CMakeLists.txt").read_text()
+    found = re.search(r"set\(M0_WARNINGS([^)]*)\)", text)
+    flags = found.group(1).split() if found else []
+    flags = [f for f in flags if f.startswith("-W") and not f.startswith("-Wno-")]
+    flags += ["-Wunused-result", "-Wdeprecated-declarations"]  # on by default
+    return "".join(f'#pragma GCC diagnostic warning "{f}"\n' for f in flags) + "#line 1\n"
+
+
+PRAGMAS = warning_pragmas()
 # Property tests run this many cases under sabotage (and in the baseline).
 PROPERTY_CASES = os.environ.get("SABOTAGE_PROPERTY_CASES", "300")
 
@@ -104,12 +124,18 @@ def copy_tree(dest):
         shutil.copymode(src, dst)
     if dest.exists():
         for path in dest.rglob("*"):
-            if path.is_file() and str(path.relative_to(dest)) not in wanted:
+            rel = path.relative_to(dest)
+            if rel.parts[0] == "build":
+                continue  # the lane's build folder (untracked, as build/ is)
+            if path.is_file() and str(rel) not in wanted:
                 path.unlink()
 
 
 def run_test(build, test, log):
     env = dict(os.environ, RC_PARAMS=f"max_success={PROPERTY_CASES}")
+    # Every test case runs, also after one failed: a test stopped at its first
+    # failure (Catch2's --abort) leaves its objects to the exit, and a WSGI
+    # pool that a mutation left stuck then hangs the exit (a timeout, MISSED).
     return sh([str(build / test)], log, env=env, timeout=300)
 
 
@@ -132,11 +158,15 @@ class Lane:
 
     def __init__(self, base, index, muts, jobs, say):
         suffix = "" if index == 0 else f"-{index}"
-        self.tree, self.build = base / f"tree{suffix}", base / f"build{suffix}"
+        # The build folder inside the tree, as build/ is in the project's.
+        self.tree = base / f"tree{suffix}"
+        self.build = self.tree / "build"
+        self.old_build = base / f"build{suffix}"  # where earlier versions built
         self.log = base / f"sabotage{suffix}.log"
         self.marker = base / f"mutated{suffix}"
         self.muts, self.jobs, self.say = muts, jobs, say
         self.failed = []  # names of the mutations not caught
+        self.spent = []  # (seconds, build seconds, test seconds, name), one a mutation
         self.error = None  # why the lane could not start (cmake, baseline)
 
     def prepare(self):
@@ -149,9 +179,11 @@ class Lane:
             if stale.exists():
                 stale.unlink()
             self.marker.unlink()
+        if self.old_build.is_dir():
+            shutil.rmtree(self.old_build)
         copy_tree(self.tree)
-        if sh(["cmake", "-S", self.tree, "-B", self.build, "-DM0_WERROR=OFF", "-DCMAKE_BUILD_TYPE=Release",
-               "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"], self.log):
+        # As `make configure` does (SANITIZER empty): the same arguments.
+        if sh(["cmake", "-S", self.tree, "-B", self.build, "-DSANITIZER="], self.log):
             self.error = f"sabotage: cmake failed (log: {self.log})"
             return False
         # The baseline: every named test builds and passes unmutated.
@@ -173,11 +205,15 @@ class Lane:
             return
         for m in self.muts:
             began = time.monotonic()
+            self.build_s = self.test_s = 0.0
             verdict = self.one(m)
             if verdict:
                 self.failed.append(m.name)
+            took = time.monotonic() - began
+            self.spent.append((took, self.build_s, self.test_s, m.name))
             self.say(f"{verdict or 'CAUGHT'} {m.name}" + (f" by {m.test}" if not verdict else "") +
-                     f" ({time.monotonic() - began:.0f} s): " + (m.what if not verdict else self.why))
+                     f" ({took:.0f} s: build {self.build_s:.0f}, test {self.test_s:.0f}): " +
+                     (m.what if not verdict else self.why))
 
     def one(self, m):
         """None when the mutation is caught; else STALE, BROKEN or MISSED
@@ -190,12 +226,19 @@ class Lane:
             return "STALE"
         try:
             self.marker.write_text(m.file)
-            target.write_text(original.replace(m.find, m.replace))
-            if sh(["cmake", "--build", self.build, "-j", self.jobs, "--target", m.test], self.log):
+            target.write_text(PRAGMAS + original.replace(m.find, m.replace))
+            t0 = time.monotonic()
+            built = sh(["cmake", "--build", self.build, "-j", self.jobs, "--target", m.test], self.log)
+            self.build_s = time.monotonic() - t0
+            if built:
                 self.why = f"the mutated tree does not build (log: {self.log})"
                 return "BROKEN"
-            if run_test(self.build, m.test, self.log) != 0:
-                return None
+            t0 = time.monotonic()
+            try:
+                if run_test(self.build, m.test, self.log) != 0:
+                    return None
+            finally:
+                self.test_s = time.monotonic() - t0
             self.why = f"{m.test} still passes although {m.what}"
             return "MISSED"
         except subprocess.TimeoutExpired:
@@ -260,6 +303,12 @@ def main():
     failed = {name for lane in lanes for name in lane.failed}
     print(f"sabotage: {len(muts) - len(failed)} passed, {len(failed)} failed, {len(lanes)} lanes, "
           f"{time.monotonic() - began:.0f} s")
+    # Where the time went: the harness's own budget is watched with this.
+    spent = sorted((s for lane in lanes for s in lane.spent), reverse=True)
+    if spent:
+        print(f"sabotage: mutations took {sum(s[0] for s in spent):.0f} lane-seconds: building "
+              f"{sum(s[1] for s in spent):.0f}, testing {sum(s[2] for s in spent):.0f}; slowest: " +
+              ", ".join(f"{name} {t:.0f} s (build {b:.0f}, test {x:.0f})" for t, b, x, name in spent[:8]))
     if errors:
         return 2
     if failed:

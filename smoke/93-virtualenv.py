@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """smoke-virtualenv: the project's virtualenv (--virtualenv DIR, VIRTUAL_ENV).
 
-The first phase that runs makes, in a temporary folder and offline, what a
-Django shop has: a venv by Debian's `/usr/bin/python3 -m venv` (pip and
+The first phase that runs makes, in build/smoke-cache/ and offline, what a
+Django shop has (once: a later run with the same script and Python, such as
+a sanitizer run's, takes it as it is): a venv by Debian's `/usr/bin/python3 -m venv` (pip and
 setuptools from Debian's own wheels), a package built into a wheel by the
 system's pip (`pip wheel --no-deps --no-build-isolation`) and installed in
 the venv (`pip install --no-index`), and a second package installed
@@ -12,13 +13,15 @@ both and answers sys.prefix and what it found. The phases serve it with
 --virtualenv and with VIRTUAL_ENV, then check include-system-site-packages
 (Django, a system package, imports only with it true), the refusals (a
 folder that is not a venv, a venv of another Python: exit 2, one line), and
-that without a venv nothing changed. TMP is removed when the script ends;
-command logs are in build/smoke-logs/.
+that without a venv nothing changed. What the phases add goes to a
+temporary folder, removed when the script ends; command logs are in
+build/smoke-logs/.
 
 SERVER= does not apply: the phases start servers with their own venvs.
 """
 
 import atexit
+import hashlib
 import os
 import shutil
 import subprocess
@@ -26,7 +29,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from m0smoke import DJANGO_ARGS, LOG_DIR, Fail, Smoke, check, http, once, short  # noqa: E402
+from m0smoke import DJANGO_ARGS, LOG_DIR, ROOT, Fail, Smoke, check, http, once, short  # noqa: E402
 
 SCRIPT = "93-virtualenv"
 PY = "/usr/bin/python3"
@@ -87,20 +90,35 @@ def write(path, text):
 
 
 class Made:
-    """The venv, its packages and the app (made() makes them once)."""
+    """The venv, its packages and the app (made() makes them once); `tmp` is
+    this run's own folder, for what the phases add."""
     tmp = venv = app = None
 
 
 def _make():
     tmp = tempfile.mkdtemp(prefix="m0-venv-")
     atexit.register(shutil.rmtree, tmp, True)
-    venv, src = os.path.join(tmp, "venv"), os.path.join(tmp, "src")
+    # The venv and its packages are kept in build/smoke-cache/, named by this
+    # script's bytes and the Python it is made with: `make test` makes them,
+    # the sanitizer runs of this smoke take them as they are (they do not
+    # depend on the binary under test, and making them took most of its time).
+    version = sh([PY, "-c", "import sys; print(sys.version)"], "python-version")
+    with open(os.path.abspath(__file__), "rb") as f:
+        key = hashlib.sha256(f.read() + version.encode()).hexdigest()[:16]
+    cache = os.path.join(ROOT, "build", "smoke-cache", "%s-%s" % (SCRIPT, key))
+    venv, app = os.path.join(cache, "venv"), os.path.join(cache, "app")
+    Made.tmp, Made.venv, Made.app = tmp, venv, app
+    if os.path.exists(os.path.join(cache, "complete")):
+        print("93-virtualenv: the venv made by an earlier run: %s" % cache, flush=True)
+        return Made
+    shutil.rmtree(cache, True)
+    src = os.path.join(cache, "src")
     sh([PY, "-m", "venv", venv], "venv")
     write(os.path.join(src, "whl", "pyproject.toml"), PYPROJECT)
     write(os.path.join(src, "whl", "m0vwheel", "__init__.py"), 'WHERE = "wheel"\n')
     write(os.path.join(src, "edit", "setup.py"), SETUP_PY)
     write(os.path.join(src, "edit", "m0vedit", "__init__.py"), 'WHERE = "editable"\n')
-    wheels = os.path.join(tmp, "wheels")
+    wheels = os.path.join(cache, "wheels")
     sh([PY, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", wheels,
         os.path.join(src, "whl")], "wheel")
     built = [os.path.join(wheels, w) for w in os.listdir(wheels) if w.endswith(".whl")]
@@ -109,8 +127,8 @@ def _make():
     sh([vpy, "-m", "pip", "install", "--no-index"] + built, "install-wheel")
     sh([vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index", "-e",
         os.path.join(src, "edit")], "install-editable")
-    write(os.path.join(tmp, "app", "venvapp.py"), APP)
-    Made.tmp, Made.venv, Made.app = tmp, venv, os.path.join(tmp, "app")
+    write(os.path.join(app, "venvapp.py"), APP)
+    write(os.path.join(cache, "complete"), "")
     return Made
 
 

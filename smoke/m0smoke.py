@@ -289,6 +289,10 @@ class Conn:
             return 0
         except socket.timeout:
             return 0
+        return self._took(data)
+
+    def _took(self, data):
+        """Keeps what one recv() returned; b"" is the end of the stream."""
         if not data:
             self.eof = True
             return 0

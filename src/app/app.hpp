@@ -19,9 +19,11 @@
 #include "mojo/registry.hpp"
 
 // Where the `m0` Python package is, for whoever links m0app: the source tree's
-// src/wsgi in the build tree, PREFIX/share/m0serve/python once installed (the
-// package config's m0serve::m0app says so).
-#ifndef M0_PYTHON_PACKAGE_DIR
+// src/wsgi for m0serve in the build tree, PREFIX/share/m0serve/python once
+// installed (the package config's m0serve::m0app says so). m0app's own files
+// (M0_BUILDING_APP) need no path: none is compiled into them, so that they
+// compile alike in any copy of the tree (the sabotage lanes' ccache hits).
+#if !defined(M0_PYTHON_PACKAGE_DIR) && !defined(M0_BUILDING_APP)
 #error "M0_PYTHON_PACKAGE_DIR comes with the m0app target: link m0serve::m0app"
 #endif
 
@@ -35,9 +37,11 @@ namespace m0::app {
 // PREFIX/bin/NAME and that folder holds it, else in `python_package_dir`.
 int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_package_dir);
 
+#ifdef M0_PYTHON_PACKAGE_DIR
 // The same, with the package where this program was built to find it.
 inline int run(int argc, char** argv, const mojo::Registry& mounts) {
     return run(argc, argv, mounts, M0_PYTHON_PACKAGE_DIR);
 }
+#endif
 
 }  // namespace m0::app

@@ -125,6 +125,13 @@ void listen(Parsing& p, const std::string& flag, const std::string& v) {
     p.o.listens.push_back(parse_listen(flag, v));
 }
 
+void listen_plain(Parsing& p, const std::string& flag, const std::string& v) {
+    ListenSpec l = parse_listen(flag, v);
+    if (!l.path.empty()) fail(flag + " wants HOST:PORT (a unix: --listen is never TLS)");
+    l.plain = true;
+    p.o.listens.push_back(l);
+}
+
 void admin_listen(Parsing& p, const std::string& flag, const std::string& v) {
     p.o.admin = parse_listen(flag, v);
 }

@@ -17,7 +17,7 @@ namespace m0::app {
 // clang-format on
 
 const std::vector<Flag>& flags() {
-    static const std::vector<Flag> table{
+    static const std::vector<Flag> table = with_tls_rows({
         {
             .name = "APP",
             .kind = Flag::positional,
@@ -685,7 +685,7 @@ const std::vector<Flag>& flags() {
             .to = custom(set::version),
             .cli_only = true,
         },
-    };
+    });
     return table;
 }
 

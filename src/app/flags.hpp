@@ -67,6 +67,8 @@ struct Flag {
 
 // Every flag, in --help's order.
 const std::vector<Flag>& flags();
+// `rows` with TLS's rows (flags_tls.cpp) after the unix-owner one.
+std::vector<Flag> with_tls_rows(std::vector<Flag> rows);
 // The row of --NAME (NAME without the dashes; not the positional); null when none.
 const Flag* find_flag(std::string_view name);
 // The flag (its name, no dashes) a name m0serve does not know is nearest to,
@@ -141,6 +143,7 @@ void cors_origin(Parsing&, const std::string&, const std::string&);
 void cors_credentials(Parsing&, const std::string&, const std::string&);
 void ws_origin(Parsing&, const std::string&, const std::string&);
 void admin_listen(Parsing&, const std::string&, const std::string&);
+void listen_plain(Parsing&, const std::string&, const std::string&);
 void help(Parsing&, const std::string&, const std::string&);
 void help_markdown(Parsing&, const std::string&, const std::string&);
 void version(Parsing&, const std::string&, const std::string&);

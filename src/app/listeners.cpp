@@ -54,7 +54,10 @@ void bind_listeners(const Options& o, int worker, server::Server& server) {
             if (admin && o.server.admin_open && !local_socket(fd))
                 die("socket activation: --admin-open needs the admin socket on loopback or a "
                     "unix socket");
-            if (!server.adopt_listener(fd, admin, err)) die("socket activation: " + err);
+            // A client socket named "plain" (FileDescriptorName=plain; the
+            // --workers parent names --listen-plain's so) stays plain under TLS.
+            if (!server.adopt_listener(fd, admin, err, name == "plain"))
+                die("socket activation: " + err);
         }
         if (server.listening(false).empty())
             die("socket activation: every socket systemd passed is named admin; "
@@ -62,7 +65,7 @@ void bind_listeners(const Options& o, int worker, server::Server& server) {
         return;
     }
     for (const auto& l : o.listens) {
-        bool ok = l.path.empty() ? server.listen(l.host, l.port, false, err)
+        bool ok = l.path.empty() ? server.listen(l.host, l.port, false, err, l.plain)
                                  : server.listen_unix(l.path, o.unix_socket, false, err);
         if (!ok) die(err);
     }
@@ -81,7 +84,7 @@ std::vector<Sockets> bind_for_workers(Options& o, std::string& admin_path) {
         for (const auto& l : o.listens) {
             int fd = server::bind_tcp_listener(l.host, l.port, true, err);  // unix: refused
             if (fd < 0) die(err);
-            set.emplace_back(fd, "");
+            set.emplace_back(fd, l.plain ? "plain" : "");
         }
     if (o.admin) {
         int fd = o.admin->path.empty()

@@ -105,6 +105,12 @@ static Options parse_args(const std::vector<std::string>& args,
                 "got '" +
                 o.admin->host + "'");
     }
+    if (o.certfile.empty() != o.keyfile.empty())
+        fail("--certfile and --keyfile go together: give both, or neither");
+    if (o.server.admin_tls && o.certfile.empty())
+        fail("--admin-tls needs --certfile and --keyfile");
+    if (o.server.admin_tls && (!o.admin || !o.admin->path.empty()))
+        fail("--admin-tls needs a TCP --admin-listen (HOST:PORT)");
     if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
     if (!o.bus_password_file.empty() && !o.redis)
         fail("--bus-password-file needs --bus redis://..., redis+unix:// or redis+sentinel://");

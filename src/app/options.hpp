@@ -36,7 +36,8 @@ struct MountSpec {
 struct ListenSpec {
     std::string host;  // TCP
     uint16_t port = 0;
-    std::string path;  // unix socket; set: not TCP
+    std::string path;    // unix socket; set: not TCP
+    bool plain = false;  // --listen-plain: no TLS even with --certfile
     std::string text() const {
         return path.empty() ? host + ":" + std::to_string(port) : "unix:" + path;
     }
@@ -87,6 +88,7 @@ struct Options {
     std::string admin_key_file, grant_key_file;
     std::string bus_password_file;  // --bus-password-file: the Redis password's file
     std::string access_log;         // --access-log: a path, "-" for standard output; empty: off
+    std::string certfile, keyfile;  // --certfile, --keyfile: TLS (both or neither)
 };
 
 // Parses argv[1..argc), after the keys of --config FILE when given, by the

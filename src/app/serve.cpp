@@ -51,6 +51,7 @@
 #include "server/access_log.hpp"
 #include "server/loop_set.hpp"
 #include "server/server.hpp"
+#include "server/tls.hpp"
 #include "wsgi/django_check.hpp"
 #include "wsgi/interpreter.hpp"
 #include "wsgi/virtualenv.hpp"
@@ -137,8 +138,8 @@ void on_signal(evutil_socket_t sig, short, void* arg) {
     loops.on_every_loop([](m0::server::Server& s) { s.shutdown(); });
 }
 
-// SIGHUP (without --workers) and SIGUSR1: the key files are read again,
-// the access log reopened. A file that no longer reads keeps
+// SIGHUP (without --workers) and SIGUSR1: the key files and the TLS
+// certificate are read again, the access log reopened. A file that no longer reads keeps
 // the keys in use (logged), so a bad edit never stops grants or publishing.
 struct Reload {
     const Options* o;
@@ -181,6 +182,13 @@ void on_sighup(evutil_socket_t sig, short, void* arg) {
             else
                 (void)unit->inbox.post(reopen);
         }
+    }
+    if (r.o->server.tls) {
+        // For new connections; open ones keep the certificate they began with.
+        if (r.o->server.tls->reload(err))
+            M0_LOG(info, name, ": --certfile and --keyfile read again (new connections)");
+        else
+            M0_LOG(error, name, ": ", err, "; the certificate in use is kept");
     }
     if (!r.o->admin_key_file.empty()) {
         if (auto k = read_admin_key(r.o->admin_key_file, err)) {
@@ -356,6 +364,13 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         auto k = read_admin_key(o.admin_key_file, err);
         if (!k) die("--admin-key-file: " + err);
         o.server.admin_key = *k;
+    }
+    if (!o.certfile.empty()) {
+        std::string err;
+        o.certfile = absolute(o.certfile);
+        o.keyfile = absolute(o.keyfile);
+        o.server.tls = m0::server::TlsContext::load(o.certfile, o.keyfile, err);
+        if (!o.server.tls) die(err);
     }
 
     if (!o.chdir.empty() && ::chdir(o.chdir.c_str()) != 0)

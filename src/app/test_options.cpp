@@ -441,3 +441,29 @@ TEST_CASE(
     // Without socket activation nothing is refused.
     CHECK(m0::app::activation_conflict(parse({"app", "--listen", other.addr()})).empty());
 }
+
+TEST_CASE("options: --certfile and --keyfile go together; --listen-plain and --admin-tls",
+          "[app][options][tls]") {
+    CHECK(error_of({"app", "--certfile", "c.pem"}) ==
+          "--certfile and --keyfile go together: give both, or neither");
+    CHECK(error_of({"app", "--keyfile", "k.pem"}) ==
+          "--certfile and --keyfile go together: give both, or neither");
+    CHECK(error_of({"app", "--admin-tls", "--admin-listen", "127.0.0.1:9"}) ==
+          "--admin-tls needs --certfile and --keyfile");
+    CHECK(error_of({"app", "--certfile", "c", "--keyfile", "k", "--admin-tls"}) ==
+          "--admin-tls needs a TCP --admin-listen (HOST:PORT)");
+    CHECK(error_of({"app", "--listen-plain", "unix:/tmp/x.sock"}) ==
+          "--listen-plain wants HOST:PORT (a unix: --listen is never TLS)");
+    CHECK(error_of({"app", "--tls-handshake-timeout", "0"}) ==
+          "--tls-handshake-timeout wants seconds above 0 (at most 86400), got '0'");
+    auto o = parse({"app", "--certfile", "c.pem", "--keyfile", "k.pem", "--listen", ":8443",
+                    "--listen-plain", "127.0.0.1:8080"});
+    CHECK(o.certfile == "c.pem");
+    CHECK(o.keyfile == "k.pem");
+    REQUIRE(o.listens.size() == 2);
+    CHECK_FALSE(o.listens[0].plain);
+    CHECK(o.listens[1].plain);
+    CHECK(o.listens[1].port == 8080);
+    CHECK(o.server.tls_handshake_timeout == 10);
+    CHECK_FALSE(o.server.admin_tls);
+}

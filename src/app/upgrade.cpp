@@ -49,10 +49,10 @@ void UpgradeSignal::begin() {
     std::vector<std::pair<int, std::string>> sockets;
     std::set<std::pair<dev_t, ino_t>> seen;
     for (size_t i = 0; i < loops_.size(); ++i)
-        for (const auto& [fd, admin] : loops_[i].server->listener_fds()) {
+        for (const auto& [fd, name] : loops_[i].server->listener_fds()) {
             struct stat st {};
             if (::fstat(fd, &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
-            sockets.emplace_back(fd, admin ? "admin" : "http");
+            sockets.emplace_back(fd, name);
         }
     std::string err;
     if (!proc::start_upgrade(sockets, up_, err)) {

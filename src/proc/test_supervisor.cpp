@@ -78,19 +78,37 @@ int worker(int index) {
     return g_term || g_retire ? 0 : 4;
 }
 
-// A supervising parent of `workers` (forked by the test); `fds` gets the
-// pipe the workers report on (the test's end in fds[0]).
+// A supervising parent of `workers` (forked by the test), in a process group
+// of its own with its workers; `fds` gets the pipe the workers report on (the
+// test's end in fds[0]).
 pid_t start_parent(int workers, int fds[2]) {
     if (pipe2(fds, O_CLOEXEC) != 0) return -1;
     pid_t parent = fork();
     if (parent == 0) {
+        setpgid(0, 0);
         close(fds[0]);
         g_report = fds[1];
         std::_Exit(m0::proc::supervise(workers, {}, worker));
     }
+    if (parent > 0) setpgid(parent, parent);  // either side may run first
     close(fds[1]);
     return parent;
 }
+
+// Ends what a test started however it ends: a failed REQUIRE leaves the
+// parent running, restarting workers that die writing to the closed pipe,
+// for as long as the machine runs. SIGKILL to the whole group, then reaped.
+struct Family {
+    pid_t parent;
+    int report;  // the test's end of the pipe
+    ~Family() {
+        if (parent > 0) {
+            kill(-parent, SIGKILL);
+            waitpid(parent, nullptr, 0);
+        }
+        if (report >= 0) close(report);
+    }
+};
 
 // A temporary file name for this test run.
 std::string temp_name(const char* what) {
@@ -133,6 +151,7 @@ TEST_CASE(
     int fds[2];
     g_start_delay = 1000 * 1000;
     pid_t parent = start_parent(2, fds);
+    Family family{parent, fds[0]};
     g_start_delay = 0;
     REQUIRE(parent > 0);
     // A SIGUSR1 while the workers start (the parent takes signals at once; the
@@ -159,7 +178,6 @@ TEST_CASE(
     int status = wait_exit(parent);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    close(fds[0]);
 }
 
 TEST_CASE(
@@ -170,6 +188,7 @@ TEST_CASE(
     int fds[2];
     g_broken = temp_name("broken");
     pid_t parent = start_parent(2, fds);
+    Family family{parent, fds[0]};
     REQUIRE(parent > 0);
     std::string first = read_bytes(fds[0], 2);
     REQUIRE(first.size() == 2);
@@ -207,7 +226,6 @@ TEST_CASE(
     status = wait_exit(parent);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    close(fds[0]);
 }
 
 TEST_CASE(
@@ -218,6 +236,7 @@ TEST_CASE(
     g_ask_index = 1;
     g_asked = temp_name("asked");
     pid_t parent = start_parent(2, fds);
+    Family family{parent, fds[0]};
     REQUIRE(parent > 0);
     // Both start; worker 1 asks; its new one starts, then the old one retires.
     std::string got = read_bytes(fds[0], 4);
@@ -235,5 +254,4 @@ TEST_CASE(
     int status = wait_exit(parent);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
-    close(fds[0]);
 }

@@ -32,6 +32,17 @@ struct PollState {
     http::Response held;   // the handler's answer, once its completion came
 };
 
+// A TLS listener's connection until its first byte (tls_accept.cpp).
+struct Server::TlsPeek {
+    Server* server = nullptr;
+    int fd = -1;
+    event* ev = nullptr;  // the socket's EV_READ, with the timeout
+    const Listener* via = nullptr;
+    std::string remote_addr;
+    uint16_t remote_port = 0;
+    double deadline = 0;  // monotonic: the first byte and the handshake are due
+};
+
 // Every hold keeps one, so its fields are packed (the small ones together).
 struct Server::Conn {
     Server* server = nullptr;
@@ -52,6 +63,9 @@ struct Server::Conn {
     // A streaming body framed by Content-Length: the bytes it may still carry.
     std::optional<uint64_t> stream_left;
     bool io_writing = false;  // lean: `io` is armed with EV_WRITE
+    // TLS (an OpenSSL bufferevent): never lean, never written to its socket
+    // but through the bufferevent (hold_output.cpp).
+    bool tls = false;
     uint16_t remote_port = 0;
     // Until a hold goes lean: the socket's reads, writes and write timeout.
     bufferevent* bev = nullptr;

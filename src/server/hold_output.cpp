@@ -34,6 +34,13 @@
 // A hold is then a Conn, one event, its HoldTable entry and its channels'
 // entries: about 1 KB, where the bufferevent alone was about 900 bytes.
 //
+// TLS: a hold on a TLS connection is never lean and nothing is written to
+// its socket but by its OpenSSL bufferevent (a byte sent around it would
+// break the record stream): staged bytes are appended to its output, by
+// reference or copied as below, and OpenSSL encrypts them as the socket
+// takes them. The SSL (its buffers released while idle) costs more than the
+// bufferevent that going lean saves; README's TLS section has the figures.
+//
 // Order: staged bytes go after whatever is already in the output (a hold's
 // head the socket would not take, a stream's earlier bytes); when the
 // output is not empty they are appended to it and the bufferevent writes
@@ -233,7 +240,7 @@ void Server::flush_staged(Conn& c) {
     }
     evbuffer* out = bufferevent_get_output(c.bev);
     size_t ahead = evbuffer_get_length(out);
-    if (c.phase == Phase::holding) {
+    if (c.phase == Phase::holding && !c.tls) {
         // A hold not yet lean: its head went into the output this turn (or
         // went out, and the bufferevent has not said so yet). The head is
         // written now, and the hold goes lean before the staged events
@@ -255,7 +262,7 @@ void Server::flush_staged(Conn& c) {
     }
     const bool was_over = ahead + c.staged_bytes > cfg_.hold_buffer_limit;
     size_t sent = 0;
-    if (ahead == 0) {
+    if (ahead == 0 && !c.tls) {
         // Nothing ahead of them: straight to the socket, from the shared bytes.
         // EAGAIN: the output keeps it all. Another error: the output keeps it
         // too, and the bufferevent's own write reports the error (on_event).

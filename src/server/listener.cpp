@@ -123,7 +123,12 @@ bool check_port_free(const std::string& host_in, uint16_t port, std::string& err
     return free;
 }
 
-bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::string& err) {
+bool Server::tls_for(bool admin, bool plain) const {
+    return cfg_.tls && !plain && (!admin || cfg_.admin_tls);
+}
+
+bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::string& err,
+                    bool plain) {
     std::string host;
     auto res = resolve(host_in, port, host, err);
     if (!res) return false;
@@ -148,6 +153,7 @@ bool Server::listen(const std::string& host_in, uint16_t port, bool admin, std::
     l->admin = admin;
     l->host = host;
     l->reuse_port = reuse_port;
+    l->tls = tls_for(admin, plain);
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     getsockname(evconnlistener_get_fd(ev), reinterpret_cast<sockaddr*>(&bound), &len);
@@ -230,7 +236,7 @@ bool Server::listen_unix(const std::string& path, const UnixSocketOptions& opts,
     return add_listener(std::move(l), fd, err);
 }
 
-bool Server::adopt_listener(int fd, bool admin, std::string& err) {
+bool Server::adopt_listener(int fd, bool admin, std::string& err, bool plain) {
     sockaddr_storage bound{};
     socklen_t len = sizeof bound;
     int type = 0, listening = 0;
@@ -250,6 +256,7 @@ bool Server::adopt_listener(int fd, bool admin, std::string& err) {
     } else {
         l->host = host_of(bound);
         l->port = port_of(bound);
+        l->tls = tls_for(admin, plain);
     }
     return add_listener(std::move(l), fd, err);  // the file stays systemd's
 }
@@ -260,7 +267,7 @@ bool Server::join(Server& first, std::string& err) {
     for (const auto& l : first.listeners_) {
         if (l->admin || !l->ev) continue;
         if (l->reuse_port && cfg_.reuse_port) {
-            if (!listen(l->host, l->port, false, err)) return false;
+            if (!listen(l->host, l->port, false, err, !l->tls)) return false;
             continue;
         }
         int fd = ::fcntl(evconnlistener_get_fd(l->ev), F_DUPFD_CLOEXEC, 0);
@@ -268,7 +275,7 @@ bool Server::join(Server& first, std::string& err) {
             err = "cannot share " + l->name() + ": " + std::strerror(errno);
             return false;
         }
-        if (!adopt_listener(fd, false, err)) return false;  // the duplicate is closed
+        if (!adopt_listener(fd, false, err, !l->tls)) return false;  // the duplicate is closed
     }
     return true;
 }
@@ -282,14 +289,19 @@ uint16_t Server::bound_port(bool admin) const {
 std::vector<std::string> Server::listening(bool admin) const {
     std::vector<std::string> out;
     for (const auto& l : listeners_)
-        if (l->admin == admin) out.push_back(l->name());
+        if (l->admin == admin) out.push_back(l->name() + (l->tls ? " (TLS)" : ""));
     return out;
 }
 
-std::vector<std::pair<int, bool>> Server::listener_fds() const {
-    std::vector<std::pair<int, bool>> out;
-    for (const auto& l : listeners_)
-        if (l->ev) out.emplace_back(evconnlistener_get_fd(l->ev), l->admin);
+std::vector<std::pair<int, std::string>> Server::listener_fds() const {
+    std::vector<std::pair<int, std::string>> out;
+    for (const auto& l : listeners_) {
+        if (!l->ev) continue;
+        const bool plain = cfg_.tls && l->path.empty() && !l->tls;
+        out.emplace_back(evconnlistener_get_fd(l->ev), l->admin ? "admin"
+                                                       : plain  ? "plain"
+                                                                : "http");
+    }
     return out;
 }
 
@@ -360,6 +372,12 @@ void Server::accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr) {
     // Across loops the count is read, not reserved: two loops accepting at
     // the same moment may pass the limit by one connection each.
     if (!l.admin && open_clients_->load() >= cfg_.max_connections) {
+        if (l.tls) {
+            // No plain answer can reach a TLS client: it sees the close.
+            metrics_.connections_refused.fetch_add(1);
+            evutil_closesocket(fd);
+            return;
+        }
         // Over --max-connections: answer at once and close; the socket is fresh,
         // so the short answer fits its send buffer.
         metrics_.connections_refused.fetch_add(1);
@@ -373,6 +391,10 @@ void Server::accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr) {
         (void)ignored;
         ::shutdown(fd, SHUT_WR);
         evutil_closesocket(fd);
+        return;
+    }
+    if (l.tls) {
+        start_tls(l, fd, buf, port);
         return;
     }
     SlotRef slot = adopt(fd, buf, port, l.admin);

@@ -1,8 +1,11 @@
 #include "server/server.hpp"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -57,6 +60,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
 Server::~Server() {
     for (auto& s : slots_)
         if (s.conn) close_conn(*s.conn);
+    close_peeks();
     close_listeners(false);
     close_listeners(true);
     event_free(flush_ev_);
@@ -83,6 +87,11 @@ SlotRef Server::alloc_slot() {
 }
 
 SlotRef Server::adopt(int fd, std::string remote_addr, uint16_t remote_port, bool admin) {
+    return adopt_conn(fd, std::move(remote_addr), remote_port, admin, nullptr, cfg_.header_timeout);
+}
+
+SlotRef Server::adopt_conn(int fd, std::string remote_addr, uint16_t remote_port, bool admin,
+                           ssl_st* ssl, double first_timeout) {
     evutil_make_socket_nonblocking(fd);
     SlotRef slot = alloc_slot();
     auto conn = std::make_unique<Conn>(cfg_.limits);
@@ -93,7 +102,19 @@ SlotRef Server::adopt(int fd, std::string remote_addr, uint16_t remote_port, boo
     c.remote_addr = std::move(remote_addr);
     c.remote_port = remote_port;
     c.fd = fd;
-    c.bev = bufferevent_socket_new(loop_.base(), fd, BEV_OPT_CLOSE_ON_FREE);
+    if (ssl) {
+        // The handshake runs as the bufferevent reads; BEV_EVENT_CONNECTED
+        // says it is done (on_event). Freeing the bufferevent frees the SSL
+        // and closes the socket.
+        c.tls = true;
+        c.bev = bufferevent_openssl_socket_new(loop_.base(), fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                               BEV_OPT_CLOSE_ON_FREE);
+        // A client that closes its socket without close_notify has ended its
+        // stream (an EOF, as on a plain connection), not failed.
+        if (c.bev) bufferevent_openssl_set_allow_dirty_shutdown(c.bev, 1);
+    } else {
+        c.bev = bufferevent_socket_new(loop_.base(), fd, BEV_OPT_CLOSE_ON_FREE);
+    }
     bufferevent_setcb(c.bev, on_read, on_write, on_event, &c);
     timeval wt = to_timeval(cfg_.write_timeout);
     bufferevent_set_timeouts(c.bev, nullptr, &wt);
@@ -105,7 +126,7 @@ SlotRef Server::adopt(int fd, std::string remote_addr, uint16_t remote_port, boo
         metrics_.connections_open.fetch_add(1);
         metrics_.connections_total.fetch_add(1);
     }
-    arm_timer(c, cfg_.header_timeout);
+    arm_timer(c, first_timeout);
     return slot;
 }
 
@@ -258,6 +279,9 @@ void Server::dispatch(Conn& c, Request req) {
     c.version_minor = static_cast<uint8_t>(req.version_minor);
     req.remote_addr = c.remote_addr;
     req.remote_port = c.remote_port;
+    // PEP 3333: wsgi.url_scheme "https" when the request came over TLS (a
+    // trusted proxy's X-Forwarded-Proto, below, may still say otherwise).
+    if (c.tls) req.scheme = "https";
     // SERVER_NAME and SERVER_PORT: the listener's; a unix socket's are
     // localhost and 80, as gunicorn gives them.
     const bool unix_peer = c.via && !c.via->path.empty();
@@ -377,6 +401,9 @@ void Server::close_after_write(Conn& c) {
 void Server::begin_linger(Conn& c) {
     // Lingering close: stop sending, read (and drop) what the client still
     // sends, so our answer is not destroyed by a reset.
+    // RFC 8446 §6.1: a TLS connection's end is its close_notify alert,
+    // written before the TCP FIN (the output is empty: nothing is behind it).
+    if (c.tls && c.bev) (void)SSL_shutdown(bufferevent_openssl_get_ssl(c.bev));
     ::shutdown(c.fd, SHUT_WR);
     c.phase = Phase::lingering;
     if (c.bev) bufferevent_enable(c.bev, EV_READ);  // a lean hold's `io` reads already
@@ -397,8 +424,9 @@ void Server::on_write(bufferevent*, void* arg) {
         const SlotRef slot = c.slot;
         s.holds_.drained(slot, left + c.staged_bytes, monotonic_seconds());
         // The head (and any backlog) is out: the hold goes lean.
+        // A TLS hold keeps its bufferevent: only OpenSSL writes its socket.
         Conn* h = s.find(slot);
-        if (h && h->phase == Phase::holding && h->bev &&
+        if (h && h->phase == Phase::holding && h->bev && !h->tls &&
             evbuffer_get_length(bufferevent_get_output(h->bev)) == 0)
             s.go_lean(*h);
         return;
@@ -425,6 +453,19 @@ void Server::on_write(bufferevent*, void* arg) {
 void Server::on_event(bufferevent*, short what, void* arg) {
     auto& c = *static_cast<Conn*>(arg);
     Server& s = *c.server;
+    if (what & BEV_EVENT_CONNECTED) {
+        // A TLS handshake is done: from now on the connection has
+        // --header-timeout for its first request, as a plain one from its accept.
+        if (c.phase == Phase::reading && !c.parser->in_message())
+            s.arm_timer(c, s.cfg_.header_timeout);
+        return;
+    }
+    if (c.tls && (what & BEV_EVENT_ERROR) && !c.dispatched) {
+        char why[256] = "the connection failed";
+        if (unsigned long e = bufferevent_get_openssl_error(c.bev))
+            ERR_error_string_n(e, why, sizeof why);
+        M0_LOG(debug, "TLS handshake with ", c.remote_addr, " failed: ", why);
+    }
     if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR)) {
         // A half-close: every request the client sent before it is answered,
         // then the connection closes.

@@ -38,6 +38,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "bus/channel.hpp"
@@ -54,9 +55,12 @@
 #include "server/admin.hpp"
 #include "server/holds.hpp"
 
+struct ssl_st;  // OpenSSL's SSL
+
 namespace m0::server {
 class AccessLog;
-}
+class TlsContext;
+}  // namespace m0::server
 
 namespace m0::server {
 
@@ -111,6 +115,14 @@ struct ServerConfig {
     // --cors-origin, --cors-credentials: the CORS fields of hold heads (none by default).
     http::CorsPolicy cors;
     bool reuse_port = false;  // --loops, --workers: the client listeners take SO_REUSEPORT
+    // --certfile / --keyfile: TLS on every TCP client listener not bound
+    // plain (--listen-plain), and on the admin one with admin_tls; null:
+    // none. One context for every loop of the process (tls.hpp).
+    std::shared_ptr<TlsContext> tls;
+    bool admin_tls = false;  // --admin-tls
+    // A TLS connection's first byte and handshake are due within this many
+    // seconds of its accept (--tls-handshake-timeout); then it is closed.
+    double tls_handshake_timeout = 10;
     std::string server_header = "m0serve/" M0_VERSION;
     WsConfig ws;
 };
@@ -158,15 +170,19 @@ class Server final : private HoldSink {
     void set_access_log(AccessLog* log) { access_log_ = log; }
 
     // Binds a TCP listener; false with `err` set (e.g. the port is in use).
-    bool listen(const std::string& host, uint16_t port, bool admin, std::string& err);
+    // With cfg.tls it serves TLS unless `plain` (or it is the admin one
+    // without cfg.admin_tls).
+    bool listen(const std::string& host, uint16_t port, bool admin, std::string& err,
+                bool plain = false);
     // Binds a unix stream socket at `path`: a stale socket file (nobody
     // accepting) is replaced, a live one or any other file is an error. Its
     // mode and owner are set before it listens; the file is removed when the
     // listener closes.
     bool listen_unix(const std::string& path, const UnixSocketOptions& opts, bool admin,
                      std::string& err);
-    // Serves on a socket that already listens (systemd socket activation).
-    bool adopt_listener(int fd, bool admin, std::string& err);
+    // Serves on a socket that already listens (systemd socket activation); a
+    // TCP one with TLS as listen() says. A unix socket is always plain.
+    bool adopt_listener(int fd, bool admin, std::string& err, bool plain = false);
     // --loops: serves as one more loop of `first`'s process (called before
     // either loop runs). The same client listeners: a TCP one bound again on
     // its port (both with SO_REUSEPORT, cfg.reuse_port: the kernel spreads
@@ -184,15 +200,17 @@ class Server final : private HoldSink {
     // gets the channel, and the number closed everywhere once every loop has
     // answered (on this loop's thread). Default: this loop's holds.
     void set_close_everywhere(AdminApi::CloseChannel close) { admin_.set_close(std::move(close)); }
-    // The sockets this server listens on now: each fd, and whether it is
-    // the admin API's (a binary upgrade hands them over).
-    std::vector<std::pair<int, bool>> listener_fds() const;
+    // The sockets this server listens on now: each fd and its name as
+    // socket activation passes it ("admin"; "plain" for a TCP client one
+    // kept plain under TLS; else "http"): a binary upgrade hands them over.
+    std::vector<std::pair<int, std::string>> listener_fds() const;
     // A binary upgrade's new process serves on these listeners: their unix
     // socket files are its now, not removed when they close here.
     void leave_listener_files();
     // The port of the first TCP listener of that kind (0: none).
     uint16_t bound_port(bool admin) const;
-    // Every listener of that kind: "HOST:PORT" or "unix:PATH".
+    // Every listener of that kind: "HOST:PORT" or "unix:PATH", with " (TLS)"
+    // after a TLS one.
     std::vector<std::string> listening(bool admin) const;
 
     // Adopts a connected socket (a socketpair end in tests); the server owns it.
@@ -254,6 +272,7 @@ class Server final : private HoldSink {
         bool own_file = false;    // bound here: removed on close
         unsigned long inode = 0;  // the file bound, so another's is never removed
         bool reuse_port = false;  // bound here with SO_REUSEPORT: another loop may bind it too
+        bool tls = false;         // its connections begin with a TLS handshake (tls_accept.cpp)
         std::string name() const;
     };
     // polling: a long-poll's answer waits for an event or its Grip-Timeout (poll.cpp).
@@ -267,7 +286,23 @@ class Server final : private HoldSink {
         lingering
     };
 
+    // A TLS listener's connection before its first byte (tls_accept.cpp).
+    struct TlsPeek;
+
     Conn* find(SlotRef s) const;
+    // A connection on `fd`: plain (`ssl` null) or TLS, its handshake still to
+    // come (the server owns `ssl`). Its timer is armed with `first_timeout`.
+    SlotRef adopt_conn(int fd, std::string remote_addr, uint16_t remote_port, bool admin,
+                       ssl_st* ssl, double first_timeout);
+    // Whether a TCP listener of that kind serves TLS.
+    bool tls_for(bool admin, bool plain) const;
+    // A TLS listener's connection: its first byte is looked at before any
+    // handshake (a plain HTTP request is answered 400); both within
+    // --tls-handshake-timeout of now (tls_accept.cpp).
+    void start_tls(const Listener& l, int fd, std::string remote_addr, uint16_t remote_port);
+    static void on_peek(evutil_socket_t, short, void*);
+    void end_peek(TlsPeek& p, bool close_fd);
+    void close_peeks();  // the destructor: every peek's socket closed
     SlotRef alloc_slot();
     static void on_accept(evconnlistener*, evutil_socket_t, sockaddr*, int, void*);
     static void on_accept_error(evconnlistener*, void*);
@@ -409,7 +444,8 @@ class Server final : private HoldSink {
     std::atomic<size_t> own_clients_{0};
     std::atomic<size_t>* open_clients_ = &own_clients_;
 
-    std::vector<std::unique_ptr<Listener>> listeners_;  // loop thread
+    std::vector<std::unique_ptr<Listener>> listeners_;         // loop thread
+    std::unordered_map<int, std::unique_ptr<TlsPeek>> peeks_;  // loop thread: by socket
     std::unique_ptr<Timer> accept_pause_;  // loop thread: re-enables the paused listeners
     // accept() failing for want of descriptors (the process's, so one episode
     // for every loop that joined this one), not yet resumed; any loop thread.

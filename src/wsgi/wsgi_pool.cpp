@@ -406,6 +406,12 @@ PyObject* build_environ(const http::Request& r, PyObject* errors) {
              PyDict_SetItem(env, t->keys[K::request_uri], target) == 0;
         Py_XDECREF(target);
     }
+    // Over TLS, HTTPS=on as well, as gunicorn and uWSGI set it (CGI's convention).
+    if (ok && r.scheme == "https") {
+        PyObject* on = PyUnicode_FromString("on");
+        ok = on && PyDict_SetItemString(env, "HTTPS", on) == 0;
+        Py_XDECREF(on);
+    }
     if (ok) {
         // wsgi.input: a real file-like object over the whole body.
         // io.BytesIO, looked up once (under the GIL) and kept for the

@@ -38,7 +38,7 @@ from m0smoke import (  # noqa: E402
 
 import websockets  # noqa: E402  (Debian python3-websockets)
 
-SCRIPT = "96-websocket"
+SCRIPT = "97-websocket"
 RFC_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
 RFC_ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 

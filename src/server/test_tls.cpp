@@ -1,0 +1,314 @@
+// TLS on a listener (tls.hpp, tls_accept.cpp): a real Server on a real Loop
+// listening on loopback with a certificate the openssl CLI made in a
+// temporary folder, and clients on real sockets: OpenSSL in non-blocking
+// mode, driven between the loop's steps.
+#include <fcntl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "server/test_hold_rig.hpp"
+#include "server/test_http_reply.hpp"
+#include "server/test_rig.hpp"
+#include "server/tls.hpp"
+
+using namespace m0;
+using namespace m0::server;
+using m0::testing::connect_loopback;
+using m0::testing::HoldRig;
+using m0::testing::ServerRig;
+using m0::testing::SocketClient;
+using m0::testing::take_reply;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A temporary folder with self-signed certificates, removed at the end.
+struct Certs {
+    std::filesystem::path dir;
+    Certs() {
+        char tmpl[] = "/tmp/m0-test-tls-XXXXXX";
+        dir = ::mkdtemp(tmpl);
+    }
+    ~Certs() { std::filesystem::remove_all(dir); }
+    std::string path(const std::string& name) const { return (dir / name).string(); }
+    // NAME.pem and NAME.key, for localhost, with `serial`; false when openssl failed.
+    bool make(const std::string& name, int serial) const {
+        std::string cmd =
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+            "-days 2 -subj /CN=localhost -set_serial " +
+            std::to_string(serial) + " -keyout " + path(name + ".key") + " -out " +
+            path(name + ".pem") + " 2>/dev/null";
+        return std::system(cmd.c_str()) == 0;
+    }
+};
+
+// The serial of the certificate an SSL made from the context would present (0: none).
+long serial_of(const TlsContext& ctx) {
+    SSL* ssl = ctx.new_ssl();
+    if (!ssl) return -1;
+    X509* cert = SSL_get_certificate(ssl);
+    long n = cert ? ASN1_INTEGER_get(X509_get_serialNumber(cert)) : 0;
+    SSL_free(ssl);
+    return n;
+}
+
+// A TLS client on a non-blocking loopback socket; each call does what it
+// can without blocking, the test steps the loop between calls.
+struct TlsClient {
+    SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+    SSL* ssl = nullptr;
+    int fd = -1;
+    std::string in;
+    bool eof = false;
+
+    explicit TlsClient(uint16_t port) {
+        fd = connect_loopback(port);
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        ssl = SSL_new(ctx);
+        SSL_set_fd(ssl, fd);
+    }
+    ~TlsClient() {
+        SSL_free(ssl);
+        SSL_CTX_free(ctx);
+        if (fd >= 0) ::close(fd);
+    }
+    bool handshake() { return SSL_connect(ssl) == 1; }
+    bool write(const std::string& s) {
+        return SSL_write(ssl, s.data(), static_cast<int>(s.size())) == static_cast<int>(s.size());
+    }
+    void pump() {
+        char buf[16384];
+        for (;;) {
+            int n = SSL_read(ssl, buf, sizeof buf);
+            if (n > 0) {
+                in.append(buf, static_cast<size_t>(n));
+                continue;
+            }
+            int e = SSL_get_error(ssl, n);
+            if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) eof = true;
+            return;
+        }
+    }
+};
+
+// A rig whose mount answers "ok", noting each request's scheme.
+struct TlsRig : ServerRig {
+    std::vector<std::string> schemes;
+    explicit TlsRig(ServerConfig cfg) : ServerRig(std::move(cfg)) {
+        server->add_mount("/", [this](SlotRef s, http::Request&& req) {
+            schemes.push_back(req.scheme);
+            http::Response r;
+            r.status = 200;
+            r.body = "ok\n";
+            post(s, std::move(r));
+            return Admission::queued;
+        });
+    }
+};
+
+// A config with TLS on, its certificate "a" made with `serial`.
+ServerConfig tls_config(const Certs& certs, int serial) {
+    REQUIRE(certs.make("a", serial));
+    std::string err;
+    ServerConfig cfg;
+    cfg.tls = TlsContext::load(certs.path("a.pem"), certs.path("a.key"), err);
+    INFO(err);
+    REQUIRE(cfg.tls);
+    return cfg;
+}
+
+// Listens on a TLS port (127.0.0.1, any free port); its number.
+uint16_t listen_tls(ServerRig& rig) {
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    return rig.server->bound_port(false);
+}
+
+constexpr char kGet[] = "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+}  // namespace
+
+TEST_CASE("tls: a handshake record opens with 0x16; a plain request does not", "[tls]") {
+    CHECK(starts_tls(0x16));
+    for (unsigned char c : std::string("GPHDOCT\r\n")) CHECK_FALSE(starts_tls(c));
+}
+
+TEST_CASE("tls: a bad file is refused with one line naming it", "[tls]") {
+    Certs certs;
+    REQUIRE(certs.make("a", 11));
+    REQUIRE(certs.make("b", 12));
+    std::string err;
+    CHECK_FALSE(TlsContext::load(certs.path("none.pem"), certs.path("a.key"), err));
+    CHECK(err.starts_with("--certfile " + certs.path("none.pem") + ": cannot read"));
+    CHECK_FALSE(TlsContext::load(certs.path("a.pem"), certs.path("b.key"), err));
+    CHECK(err == "--keyfile " + certs.path("b.key") + ": not the key of --certfile " +
+                     certs.path("a.pem"));
+    CHECK_FALSE(TlsContext::load(certs.path("a.key"), certs.path("a.key"), err));
+    CHECK(err.starts_with("--certfile " + certs.path("a.key") + ": not a PEM certificate"));
+}
+
+TEST_CASE("tls: a reload takes the new certificate, and a bad file keeps the one in use", "[tls]") {
+    Certs certs;
+    REQUIRE(certs.make("a", 21));
+    REQUIRE(certs.make("b", 22));
+    REQUIRE(certs.make("c", 23));
+    const std::string cert = certs.path("live.pem"), key = certs.path("live.key");
+    using std::filesystem::copy_options;
+    auto put = [&](const std::string& from_cert, const std::string& from_key) {
+        std::filesystem::copy_file(from_cert, cert, copy_options::overwrite_existing);
+        std::filesystem::copy_file(from_key, key, copy_options::overwrite_existing);
+    };
+    put(certs.path("a.pem"), certs.path("a.key"));
+    std::string err;
+    auto ctx = TlsContext::load(cert, key, err);
+    REQUIRE(ctx);
+    CHECK(serial_of(*ctx) == 21);
+    SSL* before = ctx->new_ssl();  // a connection made before the reload
+    put(certs.path("b.pem"), certs.path("b.key"));
+    REQUIRE(ctx->reload(err));
+    CHECK(serial_of(*ctx) == 22);
+    CHECK(ASN1_INTEGER_get(X509_get_serialNumber(SSL_get_certificate(before))) == 21);
+    SSL_free(before);
+    put(certs.path("b.pem"), certs.path("c.key"));  // another certificate's key
+    CHECK_FALSE(ctx->reload(err));
+    CHECK(err == "--keyfile " + key + ": not the key of --certfile " + cert);
+    CHECK(serial_of(*ctx) == 22);
+    std::filesystem::remove(cert);
+    CHECK_FALSE(ctx->reload(err));
+    CHECK(serial_of(*ctx) == 22);
+}
+
+TEST_CASE(
+    "tls: a request over TLS is served as https; a plain one on the TLS port is answered "
+    "400 and the server serves on",
+    "[tls][server]") {
+    Certs certs;
+    TlsRig rig(tls_config(certs, 31));
+    const uint16_t port = listen_tls(rig);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err, true));  // --listen-plain
+    const auto names = rig.server->listening(false);
+    REQUIRE(names.size() == 2);
+    CHECK(names[0].ends_with(" (TLS)"));
+    CHECK_FALSE(names[1].ends_with(" (TLS)"));
+
+    auto over_tls = [&] {
+        TlsClient c(port);
+        REQUIRE(rig.step_until([&] { return c.handshake(); }));
+        REQUIRE(c.write(kGet));
+        REQUIRE(rig.step_until([&] {
+            c.pump();
+            return c.in.find("ok\n") != std::string::npos;
+        }));
+        auto r = take_reply(c.in, false, false);
+        REQUIRE(r);
+        CHECK(r->status == 200);
+    };
+    over_tls();
+    REQUIRE(rig.schemes.size() == 1);
+    CHECK(rig.schemes[0] == "https");
+
+    SocketClient plain(connect_loopback(port));
+    REQUIRE(plain.send(kGet));
+    REQUIRE(rig.step_until([&] {
+        plain.pump();
+        return plain.eof;
+    }));
+    auto r = take_reply(plain.in, false, true);
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    CHECK(r->body.find("plain HTTP request sent to a TLS port") != std::string::npos);
+    CHECK(r->headers.get("Connection") == std::optional<std::string_view>("close"));
+    CHECK(rig.schemes.size() == 1);  // not served
+
+    over_tls();  // the server serves on
+    CHECK(rig.schemes.back() == "https");
+}
+
+TEST_CASE(
+    "tls: a client that sends nothing, or stalls in its handshake, is closed after "
+    "tls_handshake_timeout",
+    "[tls][server]") {
+    Certs certs;
+    ServerConfig cfg = tls_config(certs, 41);
+    cfg.tls_handshake_timeout = 0.2;
+    cfg.header_timeout = 30;  // not what closes them
+    TlsRig rig(std::move(cfg));
+    const uint16_t port = listen_tls(rig);
+    SocketClient silent(connect_loopback(port));
+    SocketClient stalled(connect_loopback(port));
+    // A ClientHello's record header and the start of the message, no more.
+    REQUIRE(stalled.send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11)));
+    for (SocketClient* c : {&silent, &stalled}) {
+        CHECK(rig.step_until(
+            [&] {
+                c->pump();
+                return c->eof;
+            },
+            3000ms));
+    }
+    CHECK(rig.step_until([&] { return rig.server->connections() == 0; }));
+    CHECK(rig.schemes.empty());
+}
+
+TEST_CASE(
+    "tls: a hold over TLS keeps its OpenSSL bufferevent: its events reach the client "
+    "through OpenSSL, in order",
+    "[tls][hold]") {
+    Certs certs;
+    HoldRig rig(tls_config(certs, 51));
+    TlsClient c(listen_tls(rig));
+    REQUIRE(rig.step_until([&] { return c.handshake(); }));
+    REQUIRE(c.write("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    auto got = [&](const std::string& want) {
+        return rig.step_until([&] {
+            c.pump();
+            return c.in.find(want) != std::string::npos || c.eof;
+        }) && c.in.find(want) != std::string::npos;
+    };
+    REQUIRE(got(": mojo hold\n\n"));
+    CHECK(rig.server->holds() == 1);
+    // Published after the head went out (the moment a plain hold goes
+    // lean), then a second burst that the flush stages together.
+    REQUIRE(rig.bus.publish("c", "one").ok());
+    CHECK(got("data: one\n\n"));
+    REQUIRE(rig.bus.publish("c", "two").ok());
+    REQUIRE(rig.bus.publish("c", "three").ok());
+    CHECK(got("data: three\n\n"));
+    CHECK(c.in.find("data: two") < c.in.find("data: three"));
+    CHECK_FALSE(c.eof);
+    CHECK(rig.server->holds() == 1);
+}
+
+TEST_CASE(
+    "tls: past max_connections a TLS listener closes a new connection without a byte; "
+    "one waiting for its first byte counts",
+    "[tls][server]") {
+    Certs certs;
+    ServerConfig cfg = tls_config(certs, 61);
+    cfg.max_connections = 1;
+    TlsRig rig(std::move(cfg));
+    const uint16_t port = listen_tls(rig);
+    SocketClient first(connect_loopback(port));  // says nothing yet: a peek
+    SocketClient second(connect_loopback(port));
+    CHECK(rig.step_until([&] {
+        second.pump();
+        return second.eof;
+    }));
+    CHECK(second.in.empty());
+    CHECK(rig.metrics.connections_refused.load() == 1);
+    first.pump();
+    CHECK_FALSE(first.eof);
+}

@@ -1,0 +1,139 @@
+// TlsContext: see tls.hpp's DESIGN note.
+#include "server/tls.hpp"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace m0::server {
+
+namespace {
+
+// TLS 1.2's suites: forward secret and AEAD only (Mozilla's "intermediate"
+// list). TLS 1.3 keeps OpenSSL's own (all AEAD, all forward secret).
+constexpr char kTls12Ciphers[] =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+// ALPN (RFC 7301 §3.1: a list of length-prefixed protocol names). h2 is
+// added when HTTP/2 is served, never before.
+constexpr unsigned char kAlpn[] = "\x08http/1.1";
+
+// The last OpenSSL error as text, the queue emptied.
+std::string openssl_error() {
+    unsigned long e = ERR_peek_last_error();
+    char buf[256] = "unknown error";
+    if (e) ERR_error_string_n(e, buf, sizeof buf);
+    ERR_clear_error();
+    return buf;
+}
+
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned int inlen, void*) {
+    unsigned char* chosen = nullptr;
+    unsigned char len = 0;
+    if (SSL_select_next_proto(&chosen, &len, kAlpn, sizeof kAlpn - 1, in, inlen) !=
+        OPENSSL_NPN_NEGOTIATED)
+        // RFC 7301 §3.2 would have a fatal no_application_protocol alert; a
+        // client that offers none of ours is answered in HTTP/1.1 without
+        // ALPN instead, as nginx does (every HTTP client speaks it).
+        return SSL_TLSEXT_ERR_NOACK;
+    *out = chosen;
+    *outlen = len;
+    return SSL_TLSEXT_ERR_OK;
+}
+
+// Whether `path` opens for reading; `err` says why not.
+bool readable(const std::string& flag, const std::string& path, std::string& err) {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) {
+        err = flag + " " + path + ": cannot read: " + std::strerror(errno);
+        return false;
+    }
+    std::fclose(f);
+    return true;
+}
+
+// A new server context for the two files; null with `err` set.
+SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile, std::string& err) {
+    if (!readable("--certfile", certfile, err) || !readable("--keyfile", keyfile, err))
+        return nullptr;
+    ERR_clear_error();
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx) {
+        err = "cannot make a TLS context: " + openssl_error();
+        return nullptr;
+    }
+    auto fail = [&](std::string why) {
+        err = std::move(why);
+        SSL_CTX_free(ctx);
+        return nullptr;
+    };
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
+    SSL_CTX_set_options(
+        ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    if (SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1)
+        return fail("cannot set the TLS 1.2 ciphers: " + openssl_error());
+    // Resumption: a session cache on the server (RFC 5246 §7.3's session
+    // ids) and tickets (RFC 5077; TLS 1.3's NewSessionTicket, RFC 8446 §4.6.1),
+    // both OpenSSL's defaults for a server, with this context's id.
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    static constexpr unsigned char kSessionContext[] = "m0serve";
+    SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
+    if (SSL_CTX_use_certificate_chain_file(ctx, certfile.c_str()) != 1)
+        return fail("--certfile " + certfile + ": not a PEM certificate: " + openssl_error());
+    if (SSL_CTX_use_PrivateKey_file(ctx, keyfile.c_str(), SSL_FILETYPE_PEM) != 1) {
+        if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+            ERR_clear_error();
+            return fail("--keyfile " + keyfile + ": not the key of --certfile " + certfile);
+        }
+        return fail("--keyfile " + keyfile + ": not a PEM private key: " + openssl_error());
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        ERR_clear_error();
+        return fail("--keyfile " + keyfile + ": not the key of --certfile " + certfile);
+    }
+    return ctx;
+}
+
+}  // namespace
+
+TlsContext::TlsContext(std::string certfile, std::string keyfile, SSL_CTX* ctx)
+    : certfile_(std::move(certfile)), keyfile_(std::move(keyfile)), ctx_(ctx) {}
+
+TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+
+std::shared_ptr<TlsContext> TlsContext::load(const std::string& certfile,
+                                             const std::string& keyfile, std::string& err) {
+    SSL_CTX* ctx = make_context(certfile, keyfile, err);
+    if (!ctx) return nullptr;
+    return std::shared_ptr<TlsContext>(new TlsContext(certfile, keyfile, ctx));
+}
+
+bool TlsContext::reload(std::string& err) {
+    SSL_CTX* fresh = make_context(certfile_, keyfile_, err);
+    if (!fresh) return false;
+    SSL_CTX* old;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        old = ctx_;
+        ctx_ = fresh;
+    }
+    SSL_CTX_free(old);  // its connections keep their own references
+    return true;
+}
+
+SSL* TlsContext::new_ssl() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return SSL_new(ctx_);
+}
+
+}  // namespace m0::server
