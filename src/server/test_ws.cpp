@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "mojo/mojo.hpp"
 #include "server/test_hold_rig.hpp"
 
 using namespace m0;
@@ -339,4 +340,42 @@ TEST_CASE("ws: a bad handshake is refused before any pool sees it", "[ws]") {
     REQUIRE(rig.read_until(*o, "\r\n\r\n"));
     CHECK(o->in.starts_with("HTTP/1.1 403 "));
     CHECK(rig.pool->pool().queued() == 0);
+}
+
+namespace {
+// A mount whose handler chooses a subprotocol.
+struct ProtocolHandler : mojo::Handler {
+    std::string choose;
+    http::Response serve(const http::Request&) override {
+        http::Response r;
+        r.headers.add("M0-Hold", "websocket");
+        r.headers.add("M0-Channel", "c");
+        r.headers.add("Sec-WebSocket-Protocol", choose);
+        return r;
+    }
+};
+}  // namespace
+
+TEST_CASE("ws: the handler's subprotocol is echoed only when the client offered it", "[ws]") {
+    for (const char* choose : {"chat", "other"}) {
+        INFO(choose);
+        WsRig rig(ws_config());
+        ProtocolHandler handler;
+        handler.choose = choose;
+        rig.server->add_mount("/proto", [&](SlotRef s, http::Request&& r) {
+            return rig.pool->submit(handler, s, std::move(r));
+        });
+        REQUIRE(rig.conn->send(
+            "GET /proto HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt, chat\r\n\r\n"));
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        REQUIRE(rig.ServerRig::read_until(*rig.conn, "\r\n\r\n"));
+        CHECK(rig.conn->in.starts_with("HTTP/1.1 101 "));
+        const bool echoed =
+            rig.conn->in.find("Sec-WebSocket-Protocol: chat\r\n") != std::string::npos;
+        CHECK(echoed == (std::string(choose) == "chat"));
+        CHECK(rig.conn->in.find("Sec-WebSocket-Protocol: other") == std::string::npos);
+    }
 }
