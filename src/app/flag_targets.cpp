@@ -209,6 +209,12 @@ void cors_origin(Parsing& p, const std::string&, const std::string& origin) {
     p.cors_origins.push_back(origin);
 }
 
+void ws_origin(Parsing& p, const std::string&, const std::string& origin) {
+    std::string err;
+    if (!http::ws::OriginCheck::make({origin}, err)) fail("--ws-origin: " + err);
+    p.ws_origins.push_back(origin);
+}
+
 void cors_credentials(Parsing& p, const std::string&, const std::string&) {
     p.cors_credentials = true;
 }

@@ -34,6 +34,7 @@ struct Parsing {
     std::string forwarded = "127.0.0.1,::1";     // --forwarded-allow-ips (gunicorn's default)
     std::vector<std::string> cors_origins;       // --cors-origin
     bool cors_credentials = false;
+    std::vector<std::string> ws_origins;  // --ws-origin
 };
 
 // Where a flag's value goes: `set` checks it (a bad one throws OptionError
@@ -140,6 +141,7 @@ void max_connections(Parsing&, const std::string&, const std::string&);
 void bus(Parsing&, const std::string&, const std::string&);
 void cors_origin(Parsing&, const std::string&, const std::string&);
 void cors_credentials(Parsing&, const std::string&, const std::string&);
+void ws_origin(Parsing&, const std::string&, const std::string&);
 void admin_listen(Parsing&, const std::string&, const std::string&);
 void listen_plain(Parsing&, const std::string&, const std::string&);
 void help(Parsing&, const std::string&, const std::string&);

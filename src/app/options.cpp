@@ -70,6 +70,12 @@ static Options parse_args(const std::vector<std::string>& args,
         auto cors = http::CorsPolicy::make(p.cors_origins, p.cors_credentials, err);
         if (!cors) fail("--cors-origin: " + err);
         o.server.cors = *cors;
+        // RFC 6455 §10.2: WebSockets from the pages --ws-origin names, else
+        // those --cors-origin lets read holds.
+        auto ws =
+            http::ws::OriginCheck::make(p.ws_origins.empty() ? p.cors_origins : p.ws_origins, err);
+        if (!ws) fail("--ws-origin: " + err);
+        o.server.ws.origins = *ws;
         // As --bus: a flag of holds means nothing without them.
         if (!p.cors_origins.empty() && !o.realtime)
             fail("--cors-origin " + p.cors_origins.front() +

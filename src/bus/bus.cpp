@@ -2,6 +2,7 @@
 
 #include "http/json.hpp"
 #include "http/sse.hpp"
+#include "http/websocket.hpp"
 
 namespace m0::bus {
 
@@ -35,6 +36,12 @@ std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f) {
     }
     return std::make_shared<const std::string>(f.raw ? f.data
                                                      : sse::encode_event(f.id, f.event, f.data));
+}
+
+std::shared_ptr<const std::string> ws_bytes(const PublishFrame& f) {
+    if (f.raw) return nullptr;
+    return std::make_shared<const std::string>(http::ws::server_frame(
+        http::ws::Opcode::text, http::ws::event_message(f.id, f.event, f.data)));
 }
 
 PublishResult check_publish(const std::string& channel, const std::string& event,

@@ -102,7 +102,9 @@ BatchResult BusChannel::publish_batch(std::vector<PublishEvent> events) {
             for (auto& e : events) {
                 PublishFrame f{++counter_, std::move(e.channel), std::move(e.event),
                                std::move(e.data), e.raw};
+                // Encoded once for every loop, the history and every replay of it.
                 f.wire = wire_bytes(f);
+                f.ws = ws_bytes(f);
                 b.ids.push_back(f.id);
                 frames.push_back(std::move(f));
             }

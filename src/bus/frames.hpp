@@ -36,6 +36,9 @@ struct HoldFrame {
     // seconds; false: a stream hold.
     bool response = false;
     uint32_t timeout = 0;
+    // A WebSocket (M0-Hold: websocket on an upgrade request the loop checked):
+    // the loop answers 101 and writes events as WebSocket messages.
+    bool websocket = false;
 };
 
 struct PublishFrame {
@@ -58,11 +61,18 @@ struct PublishFrame {
     // numbered and shared by every lane, the history and every replay; null
     // (a frame read from a shared bus): the hold table makes them.
     std::shared_ptr<const std::string> wire;
+    // The same for WebSocket subscribers (ws_bytes): one text frame, made where
+    // `wire` is and shared the same way; null for a raw event (not theirs).
+    std::shared_ptr<const std::string> ws;
 };
 
 // The bytes a hold is written for `f`: its SSE event (id:, event:, data:
 // lines), or a raw event's data as it is.
 std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f);
+// The bytes a WebSocket subscriber is written for `f`: one text frame whose
+// payload is {"id": "N", "event": NAME, "data": DATA} (http/websocket.hpp);
+// null for a raw event, which WebSocket subscribers are not written.
+std::shared_ptr<const std::string> ws_bytes(const PublishFrame& f);
 
 using Frame = std::variant<HoldFrame, PublishFrame>;
 

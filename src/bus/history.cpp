@@ -17,13 +17,14 @@ void History::append(const PublishFrame& f, double now) {
         kept->frame.channel = f.channel;
         kept->frame.raw = f.raw;
         kept->frame.wire = f.wire;
+        kept->frame.ws = f.ws;
     } else {
         kept->frame = f;
     }
     // What it keeps alive: the frame, and the bytes its holds are written.
     const PublishFrame& k = kept->frame;
     kept->bytes = k.channel.size() + k.event.size() + k.data.size() + sizeof(Kept) +
-                  (k.wire ? k.wire->size() : 0);
+                  (k.wire ? k.wire->size() : 0) + (k.ws ? k.ws->size() : 0);
     Channel& ch = channels_[f.channel];
     ch.events.push_back(kept);
     order_.push_back(kept);

@@ -219,6 +219,7 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
             // data back from them. An http-response item is kept whole: its
             // bytes are only its http-stream content.
             f.wire = wire_bytes(f);
+            f.ws = ws_bytes(f);
             if (!(f.raw && f.event == kResponseFormat)) {
                 f.event.clear();
                 f.data.clear();

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "hold/grip.hpp"
+#include "http/websocket.hpp"
 #include "loop/log.hpp"
 
 namespace m0::hold {
@@ -25,7 +26,7 @@ uint64_t read_cursor(const http::Request& req) {
 }
 
 Start read_start(const Handoff& h, const http::Request& req) {
-    return Start{read_cursor(req), h.bus ? h.bus->position() : 0};
+    return Start{read_cursor(req), h.bus ? h.bus->position() : 0, http::ws::asks_upgrade(req)};
 }
 
 // M0-Channel is a comma-separated list with optional whitespace (SP, HTAB)
@@ -105,7 +106,7 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
         if (!read_grip_hold(mode, channel_header, keep_alive, timeout, d)) return d;
     } else {
         if (http::iequals(mode, "websocket")) {
-            // Nothing here performs a 101: a websocket hold is served as a stream hold.
+            // A WebSocket when the request is an upgrade (finish_hold), else a stream.
             d.websocket = true;
         } else if (!http::iequals(mode, "stream")) {
             d.kind = HoldKind::bad;
@@ -147,7 +148,7 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
 }
 
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     bus::KeepAlive keepalive, bool response, uint32_t timeout) {
+                     bus::KeepAlive keepalive, bool response, uint32_t timeout, bool websocket) {
     if (!bus) return false;
     bus::HoldFrame f;
     f.stream_url = bus::reserved_stream_url(slot);
@@ -157,6 +158,7 @@ bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::
     f.keepalive = std::move(keepalive);
     f.response = response;
     f.timeout = timeout;
+    f.websocket = websocket;
     return bus->send(std::move(f));
 }
 
@@ -170,7 +172,10 @@ void post_response(const Handoff& h, SlotRef slot, http::Response resp) {
 }
 
 void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response head, HoldDecision d) {
-    if (d.websocket) M0_LOG(info, "M0-Hold: websocket served as a stream hold (no 101 here)");
+    if (d.websocket && !start.websocket)
+        M0_LOG(info,
+               "M0-Hold: websocket on a request that is no WebSocket upgrade: served as a "
+               "stream hold");
     if (!h.bus) {
         static std::atomic<bool> said{false};
         if (!said.exchange(true))
@@ -204,7 +209,7 @@ void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response hea
     if (d.response && start.cursor == 0) start.cursor = d.prev_id;
     // The frame goes first: the loop subscribes the slot before it writes the head.
     if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(d.keepalive),
-                         d.response, d.timeout)) {
+                         d.response, d.timeout, d.websocket && start.websocket)) {
         if (h.metrics) h.metrics->holds_open.fetch_sub(1);
         M0_LOG(warn, "hold refused for slot ", to_string(slot),
                ": the bus channel is full or closed");

@@ -8,6 +8,9 @@
 // 3. take_stream_hold() consumes those headers and rewrites the response into
 //    the stream's head: 200, text/event-stream, no-cache, Connection: close,
 //    x-worker, no Content-Length, no Transfer-Encoding (close-delimited).
+//    `M0-Hold: websocket` on a WebSocket upgrade (Start::websocket) is a
+//    WebSocket subscriber: its h frame says so, and the loop writes the 101
+//    (it checked the handshake before it dispatched the request).
 // 4. finish_hold() sends the h frame on the loop's bus channel BEFORE it posts
 //    the completion. The loop drains its bus channel before it finishes a
 //    streaming head, so the subscription exists before the head is written,
@@ -64,8 +67,10 @@ enum class HoldKind { none, stream, bad };
 struct HoldDecision {
     HoldKind kind = HoldKind::none;
     std::vector<std::string> channels;
-    std::string error;         // kind == bad: why (for the log and the 502 body)
-    bool websocket = false;    // M0-Hold: websocket, degraded to a stream hold
+    std::string error;  // kind == bad: why (for the log and the 502 body)
+    // M0-Hold: websocket: a WebSocket on an upgrade request (Start::websocket),
+    // else served as a stream hold.
+    bool websocket = false;
     bus::KeepAlive keepalive;  // Grip-Keep-Alive (grip.hpp); default: the comment heartbeat
     // Grip-Hold: response, a long-poll: the answer is the handler's own,
     // unchanged but for its Grip-* headers, sent at `timeout` seconds unless
@@ -85,6 +90,9 @@ uint64_t read_cursor(const http::Request& req);
 struct Start {
     uint64_t cursor = 0;    // read_cursor()
     uint64_t position = 0;  // the bus position: what is published later is the hold's
+    // The request is a WebSocket upgrade (the loop checked its handshake
+    // before dispatching it): M0-Hold: websocket then holds it as one.
+    bool websocket = false;
 };
 Start read_start(const Handoff& h, const http::Request& req);
 
@@ -104,7 +112,8 @@ HoldDecision take_stream_hold(http::Response& resp, std::string_view worker, boo
 // Queues the reserved h frame for `slot` on `bus`. False when the channel is
 // missing, full or closed.
 bool send_hold_frame(bus::Bus* bus, SlotRef slot, Start start, std::vector<std::string> channels,
-                     bus::KeepAlive keepalive = {}, bool response = false, uint32_t timeout = 0);
+                     bus::KeepAlive keepalive = {}, bool response = false, uint32_t timeout = 0,
+                     bool websocket = false);
 
 // Finishes a job whose handler answered a hold (take_stream_hold already ran):
 // checks --max-hold-channels (a 502: the handler's answer is at fault) and

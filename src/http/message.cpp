@@ -92,6 +92,8 @@ const char* reason_phrase(int status) {
     switch (status) {
         case 100:
             return "Continue";
+        case 101:
+            return "Switching Protocols";
         case 200:
             return "OK";
         case 201:
@@ -136,6 +138,8 @@ const char* reason_phrase(int status) {
             return "URI Too Long";
         case 417:
             return "Expectation Failed";
+        case 426:
+            return "Upgrade Required";
         case 429:
             return "Too Many Requests";
         case 431:

@@ -95,7 +95,7 @@ http::Response BuiltinMount::serve(const http::Request& req) {
     const std::string& p = req.path_info;
     if (p == "/hello") return text(200, "hello from mojo\n");
     if (p == "/echo") return echo(req);
-    if (p == "/hold" || p == "/poll") {
+    if (p == "/hold" || p == "/poll" || p == "/ws") {
         // Unauthenticated on purpose: these routes exist to exercise the hold
         // mechanism. A real mount decides here whether the connection may be
         // held and which channel it joins (see /live, which checks a grant).
@@ -109,6 +109,13 @@ http::Response BuiltinMount::serve(const http::Request& req) {
             rest.remove_prefix(comma + 1);
         }
         if (p == "/hold") return hold_response(*channel);
+        if (p == "/ws") {
+            // A WebSocket subscriber on an upgrade request (the loop checked
+            // its handshake and writes the 101); a stream hold otherwise.
+            http::Response r = hold_response(*channel);
+            r.headers.set("M0-Hold", "websocket");
+            return r;
+        }
         // GRIP's long-poll: the first event on the channel is the answer, or
         // this one (204) after `timeout` seconds (default Grip-Timeout's).
         http::Response r = text(204, "");

@@ -6,6 +6,9 @@
 //                                a long-poll (GRIP's Grip-Hold: response),
 //                                unauthenticated: the first event's data as a
 //                                200 text/plain, or a 204 after S seconds
+//   GET  /ws?channel=A[,B][&lastEventID=N]
+//                                a WebSocket subscriber, unauthenticated: each
+//                                event a JSON text message (server/ws_subscriber.cpp)
 //   GET  /stream                 a streamed body that is not a hold: refused 409
 //   GET  /live?grant=TOKEN       a hold on the channels a verified grant names
 #pragma once

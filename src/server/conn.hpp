@@ -11,6 +11,7 @@
 
 #include "http/access.hpp"
 #include "server/server.hpp"
+#include "server/ws_conn.hpp"
 
 namespace m0::server {
 
@@ -80,6 +81,7 @@ struct Server::Conn {
     const Listener* via = nullptr;        // the listener it came through (null: adopted)
     std::unique_ptr<AccessEntry> access;  // --access-log only
     std::unique_ptr<PollState> poll;      // a long-poll only, from its h frame to its answer
+    std::unique_ptr<WsState> ws;          // a WebSocket only, from its handshake's check
     // Holding: what the hold table wrote this loop turn, not yet in the
     // output; Server::flush_staged sends it in one sendmsg at the turn's end
     // (hold_output.cpp). References to the shared event bytes, not copies.

@@ -374,7 +374,12 @@ void Server::on_io(evutil_socket_t fd, short what, void* arg) {
         s.close_conn(c);
         return;
     }
-    if (what & EV_READ) {
+    if ((what & EV_READ) && c.ws && c.ws->ctx && c.phase == Phase::holding) {
+        // A WebSocket's frames go to wslay (ws_conn.cpp).
+        const SlotRef slot = c.slot;
+        s.ws_read(c);
+        if (!s.find(slot)) return;
+    } else if (what & EV_READ) {
         // Nothing a hold's client sends is read: dropped, a bounded amount per
         // turn. The end of the stream or an error: the client left.
         char sink[4096];
@@ -424,10 +429,14 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
         refuse_answer(c, why);
         return;
     }
-    // Holds only: an ordinary answer's CORS fields are the application's.
-    cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
-                    r.headers);
-    std::string head = head_text(c, r, "");
+    // A WebSocket's 101 (its Origin was checked with its handshake), or a
+    // stream's head, whose CORS fields are the server's: an ordinary
+    // answer's are the application's.
+    const bool ws = c.ws && holds_.transport(c.slot) == Transport::websocket;
+    if (!ws)
+        cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
+                        r.headers);
+    std::string head = ws ? ws_head(c, r) : head_text(c, r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
     if (c.access) {
@@ -445,12 +454,18 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
     if (c.access) access_bytes(c, r.body.size());
     c.phase = Phase::holding;
     c.parser.reset();
+    if (ws) ws_open(c);
     // on_write reports when the backlog is back under the limit.
     bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
     metrics_.holds_total.fetch_add(1);
     SlotRef slot = c.slot;
     if (!holds_.start(slot, monotonic_seconds())) return;  // a slow reader, closed
-    if (shutting_down_) drop_hold(slot);
+    if (shutting_down_) {
+        drop_hold(slot);
+        return;
+    }
+    // Frames the client sent behind its upgrade request, already read.
+    if (Conn* w = ws ? find(slot) : nullptr) ws_read(*w);
 }
 
 void Server::drop_hold(SlotRef slot) {

@@ -103,7 +103,7 @@ bool HoldTable::replayed(SlotRef slot, const bus::Replay& replay, uint64_t reset
     }
     for (const auto& f : replay.events) {
         if (f.id <= h->replay_after) continue;  // queued before a resync began
-        SharedBytes bytes = sub.event(f);
+        SharedBytes bytes = sub.carries(f) ? sub.event(f) : nullptr;
         if (!bytes) continue;  // nothing of it for this transport
         h->pending.push_back({f.id, std::move(bytes), false});
         h->last_id = std::max(h->last_id, f.id);
@@ -176,9 +176,10 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
     const auto& subscribers = subs_.subscribers(f.channel);
     if (subscribers.empty()) return;
     // Encoded once a transport, when the first hold of it is written; every
-    // subscriber gets a reference to the same bytes.
-    SharedBytes bytes;
-    bool encoded = false;
+    // subscriber of that transport gets a reference to the same bytes.
+    constexpr size_t kTransports = 3;
+    SharedBytes by_transport[kTransports];
+    bool encoded[kTransports] = {};
     // A write may drop a slow reader: its unsubscribe waits for the loop's end
     // (unsubscribe()), so the list is iterated as it is, not copied.
     publishing_ = true;
@@ -194,11 +195,13 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
             if (sub.carries(f)) offer(*h, f);
             continue;
         }
-        if (!encoded) {
-            bytes = sub.event(f);
-            encoded = true;
+        const auto t = static_cast<size_t>(h->transport);
+        if (!encoded[t]) {
+            by_transport[t] = sub.carries(f) ? sub.event(f) : nullptr;
+            encoded[t] = true;
         }
-        if (!bytes) continue;  // nothing of it for a stream
+        const SharedBytes& bytes = by_transport[t];
+        if (!bytes) continue;  // nothing of it for this transport
         h->last_id = std::max(h->last_id, f.id);
         if (!h->started || !h->pending.empty() || h->replaying) {
             // Behind the head, or behind a replay still being read or paced out.
@@ -249,7 +252,7 @@ bool HoldTable::check_backlog(Hold& h, size_t backlog, double now) {
     metrics_.slow_readers_closed.fetch_add(1);
     // A retry hint, then the end: the client reconnects with its Last-Event-ID
     // and history replays what it missed. Slowness costs a reconnect, not an event.
-    drop(slot, kSlowReaderRetryMs);
+    drop(slot, kSlowReaderRetryMs, EndWhy::slow);
     return false;
 }
 
@@ -319,7 +322,7 @@ void HoldTable::drained(SlotRef slot, size_t backlog, double now) {
     flush(*h, now);
 }
 
-bool HoldTable::drop(SlotRef slot, uint64_t retry_ms) {
+bool HoldTable::drop(SlotRef slot, uint64_t retry_ms, EndWhy why) {
     Hold* h = find(slot);
     if (!h || !h->started || h->dropped) return false;
     const Subscriber& sub = subscriber(h->transport);
@@ -330,9 +333,16 @@ bool HoldTable::drop(SlotRef slot, uint64_t retry_ms) {
     }
     h->dropped = true;
     unsubscribe(slot);  // nothing more is written after the hint
-    sink_.write(slot, sub.end(retry_ms));
+    sink_.write(slot, sub.end(retry_ms, why));
     sink_.close_after_write(slot);
     return true;
+}
+
+void HoldTable::stop(SlotRef slot) {
+    Hold* h = find(slot);
+    if (!h || h->dropped) return;
+    h->dropped = true;
+    unsubscribe(slot);
 }
 
 std::vector<SlotRef> HoldTable::holding(const std::string& channel) const {

@@ -9,7 +9,8 @@
 // never ahead of the head). publish() encodes an event once and writes it to
 // every subscriber whose cursor is below its id (Last-Event-ID: ids at or
 // below the cursor are muted). heartbeat() writes a comment to each hold that
-// wrote nothing since the last tick. drop() ends a hold with a retry hint.
+// wrote nothing since the last tick. drop() ends a hold with a retry hint
+// (a WebSocket: a close frame).
 //
 // Slow readers: after every write the hold's backlog (bytes queued, not yet
 // on the socket) is checked. A reader is slow when its backlog stays over
@@ -161,7 +162,15 @@ class HoldTable {
     void drained(SlotRef slot, size_t backlog, double now);
     // A retry hint (`retry_ms`), then no more events; the sink closes the slot
     // after the hint drains. Returns false if `slot` holds nothing started.
-    bool drop(SlotRef slot, uint64_t retry_ms);
+    bool drop(SlotRef slot, uint64_t retry_ms, EndWhy why = EndWhy::leaving);
+    // No more events for the slot's hold, and nothing written: its transport
+    // ends it (a WebSocket's close handshake). The hold is kept until release().
+    void stop(SlotRef slot);
+    // The slot's hold's transport (stream when it holds nothing).
+    Transport transport(SlotRef slot) const {
+        const Hold* h = find(slot);
+        return h ? h->transport : Transport::stream;
+    }
     // The started holds on `channel` (in no set order).
     std::vector<SlotRef> holding(const std::string& channel) const;
     // Every started hold that is not dropped.

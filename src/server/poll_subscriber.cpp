@@ -24,7 +24,7 @@ class PollSubscriber final : public Subscriber {
     bool carries(const bus::PublishFrame& f) const override { return !f.raw || response_item(f); }
     SharedBytes event(const bus::PublishFrame&) const override { return nullptr; }
     SharedBytes reset(uint64_t) const override { return nullptr; }
-    std::string end(uint64_t) const override { return {}; }
+    std::string end(uint64_t, EndWhy) const override { return {}; }
     const SharedBytes& heartbeat() const override { return none_; }
 
     http::Response answer(const http::Response& held, const bus::PublishFrame& f) const override {

@@ -54,6 +54,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
         keepalive_timer_ = std::make_unique<Timer>(
             loop_, [this] { holds_.keepalive(monotonic_seconds()); }, true);
         keepalive_timer_->start(1.0);
+        ws_timer_ = std::make_unique<Timer>(loop_, [this] { ws_tick(); });
     }
 }
 
@@ -186,6 +187,11 @@ void Server::on_read(bufferevent*, void* arg) {
             s.process_input(c);
             break;
         case Phase::holding:
+            if (c.ws) {
+                s.ws_read(c);  // a WebSocket's frames
+                break;
+            }
+            [[fallthrough]];
         case Phase::lingering:
         case Phase::closing:
             // Nothing more is read from a held or closing connection.
@@ -311,6 +317,8 @@ void Server::dispatch(Conn& c, Request req) {
             arm_timer(*a, cfg_.request_timeout);
         return;
     }
+    // RFC 6455 §4.2.1: checked here, before any pool sees it.
+    if (http::ws::asks_upgrade(req) && !ws_handshake(c, req)) return;
     const MountEntry* mount = nullptr;
     for (const auto& m : mounts_) {
         const std::string& p = m.prefix;
@@ -400,7 +408,9 @@ void Server::begin_linger(Conn& c) {
     ::shutdown(c.fd, SHUT_WR);
     c.phase = Phase::lingering;
     if (c.bev) bufferevent_enable(c.bev, EV_READ);  // a lean hold's `io` reads already
-    arm_timer(c, kLingerSeconds);
+    // A WebSocket's close handshake: the client answers our close frame and
+    // FIN with its own close (RFC 6455 §7.1.1), within --ws-close-timeout.
+    arm_timer(c, c.ws ? cfg_.ws.close_timeout : kLingerSeconds);
 }
 
 void Server::on_write(bufferevent*, void* arg) {
@@ -630,6 +640,7 @@ void Server::close_after_write(SlotRef slot) {
     Conn* c = find(slot);
     if (!c) return;
     flush_staged(*c);  // what the table wrote goes first
+    ws_quiet(*c);      // a WebSocket's close frame was the last
     close_after_write(*c);
     // A reader that does not take its last bytes is not waited for long.
     if (c->phase == Phase::closing) arm_timer(*c, cfg_.hold_drain_timeout);

@@ -47,6 +47,7 @@
 #include "http/forwarded.hpp"
 #include "http/message.hpp"
 #include "http/parser.hpp"
+#include "http/websocket.hpp"
 #include "loop/loop.hpp"
 #include "pool/completion.hpp"
 #include "pool/metrics.hpp"
@@ -73,6 +74,16 @@ struct UnixSocketOptions {
 // The binary's --hold-coalesce (a ServerConfig's own is 0, so that tests
 // that drive the loop turn by turn see every flush).
 inline constexpr double kHoldCoalesce = 0.001;
+
+// WebSockets (ws_conn.cpp).
+struct WsConfig {
+    size_t max_message = 1024 * 1024;  // --ws-max-message: larger is closed 1009
+    double ping_interval = 30;         // --ws-ping-interval: a silent client is pinged
+    double pong_timeout = 10;          // --ws-pong-timeout: no answer, closed
+    double close_timeout = 5;          // --ws-close-timeout: the close handshake's bound
+    // --ws-origin, else --cors-origin: the pages that may open one.
+    http::ws::OriginCheck origins;
+};
 
 struct ServerConfig {
     http::ParserLimits limits;
@@ -115,6 +126,7 @@ struct ServerConfig {
     // seconds of its accept (--tls-handshake-timeout); then it is closed.
     double tls_handshake_timeout = 10;
     std::string server_header = "m0serve/" M0_VERSION;
+    WsConfig ws;
 };
 
 // Hands a routed request to a pool: queued, or why the pool will not take it
@@ -382,6 +394,29 @@ class Server final : private HoldSink {
     void refuse_answer(Conn& c, const char* why);
     const std::string& date_header();
 
+    // WebSockets (ws_conn.cpp). wslay's callbacks, with access to the server:
+    struct WsIo;
+    // The upgrade request's check (RFC 6455 §4.2.1) before it is dispatched:
+    // false when it was refused (answered 400, 426 or 403, closing).
+    bool ws_handshake(Conn& c, http::Request& req);
+    // The 101 head of a WebSocket hold (the handler's answer `r` gives its
+    // subprotocol and x-worker; its body is dropped).
+    std::string ws_head(Conn& c, http::Response& r);
+    // The 101 is queued: the wslay context that reads the client's frames.
+    void ws_open(Conn& c);
+    // Reads the client's frames (a bounded amount); may close the connection.
+    void ws_read(Conn& c);
+    // After wslay read (`rv`: what wslay_event_recv returned): its frames
+    // staged, and the close handshake or the client's departure acted on.
+    void ws_settle(Conn& c, int rv);
+    // A close frame the hold table wrote: wslay sends and reads nothing more.
+    void ws_quiet(Conn& c);
+    // A data message from the client (dropped in this slice).
+    void on_ws_message(Conn& c, bool text, std::string_view payload);
+    // Pings silent WebSockets, closes those that do not answer.
+    void ws_tick();
+    double ws_tick_seconds() const;
+
     Loop& loop_;
     ServerConfig cfg_;
     CompletionRing& ring_;
@@ -424,6 +459,8 @@ class Server final : private HoldSink {
     // looks again (check_drained) until they have none. Loop thread.
     std::unique_ptr<Timer> drain_recheck_;
     std::unique_ptr<Timer> keepalive_timer_;  // loop thread: HoldTable::keepalive each second
+    std::unique_ptr<Timer> ws_timer_;         // loop thread: ws_tick while WebSockets are open
+    std::vector<SlotRef> ws_slots_;           // loop thread: WebSockets (some may be gone)
     event* flush_ev_ = nullptr;               // loop thread: runs flush_staged() at the turn's end
     double last_flush_ = -1e9;                // loop thread: when the last flush ended (monotonic)
     std::vector<SlotRef> flush_list_;         // loop thread: connections with staged bytes

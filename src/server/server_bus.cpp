@@ -34,7 +34,10 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     // position read before its handler ran. What was published from there up
     // to the frame comes from history; later events arrive live.
     const uint64_t after = f.cursor != 0 ? f.cursor : f.position;
-    const Transport transport = f.response ? Transport::response : Transport::stream;
+    // A WebSocket only where the loop checked the handshake (c->ws).
+    const Transport transport = f.response             ? Transport::response
+                                : f.websocket && c->ws ? Transport::websocket
+                                                       : Transport::stream;
     if (f.response) {
         c->poll = std::make_unique<PollState>();
         c->poll->timeout = f.timeout;

@@ -24,7 +24,9 @@ class SseSubscriber final : public Subscriber {
         return std::make_shared<const std::string>(
             sse::encode_control(sse::kResetEvent, "{\"oldest\": " + std::to_string(oldest) + "}"));
     }
-    std::string end(uint64_t retry_ms) const override { return sse::encode_retry(retry_ms); }
+    std::string end(uint64_t retry_ms, EndWhy) const override {
+        return sse::encode_retry(retry_ms);
+    }
     const SharedBytes& heartbeat() const override { return heartbeat_; }
     http::Response answer(const http::Response& held, const bus::PublishFrame&) const override {
         return held;  // a stream is never answered once

@@ -6,6 +6,7 @@
 // One implementation a transport, one file each:
 //   Transport::stream    SSE over HTTP/1.1 (sse_subscriber.cpp)
 //   Transport::response  GRIP's long-poll, Grip-Hold: response (poll_subscriber.cpp)
+//   Transport::websocket WebSocket messages after a 101 (ws_subscriber.cpp)
 // Stateless and shared by every hold of the transport; any thread.
 #pragma once
 #include <cstdint>
@@ -22,7 +23,11 @@ namespace m0::server {
 // it go. Loop thread; the count is atomic all the same.
 using SharedBytes = std::shared_ptr<const std::string>;
 
-enum class Transport : uint8_t { stream, response };
+enum class Transport : uint8_t { stream, response, websocket };
+
+// Why a hold ends (Subscriber::end): the server goes or closes its channel, or
+// the reader is too slow for its buffer.
+enum class EndWhy : uint8_t { leaving, slow };
 
 class Subscriber {
   public:
@@ -40,7 +45,7 @@ class Subscriber {
     // The gap history cannot fill: what is delivered starts at `oldest`.
     virtual SharedBytes reset(uint64_t oldest) const = 0;
     // The last bytes of a hold that ends: come back in `retry_ms`.
-    virtual std::string end(uint64_t retry_ms) const = 0;
+    virtual std::string end(uint64_t retry_ms, EndWhy why) const = 0;
     // Written to a hold idle for --heartbeat seconds.
     virtual const SharedBytes& heartbeat() const = 0;
 
@@ -50,8 +55,17 @@ class Subscriber {
 
 const Subscriber& sse_subscriber();   // sse_subscriber.cpp
 const Subscriber& poll_subscriber();  // poll_subscriber.cpp
+const Subscriber& ws_subscriber();    // ws_subscriber.cpp
 inline const Subscriber& subscriber(Transport t) {
-    return t == Transport::response ? poll_subscriber() : sse_subscriber();
+    switch (t) {
+        case Transport::response:
+            return poll_subscriber();
+        case Transport::websocket:
+            return ws_subscriber();
+        case Transport::stream:
+            break;
+    }
+    return sse_subscriber();
 }
 
 }  // namespace m0::server

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""smoke-websocket: WebSocket subscribers against the real binary, with
+Debian's python3-websockets as the client and curl for the handshake.
+
+Servers (a fresh one per phase):
+
+    m0serve --listen 127.0.0.1:P --chdir fixtures/djangoproj \\
+            --mount /=djangoproj.wsgi:application --mount /native=mojo \\
+            --realtime --heartbeat 60 --admin-listen 127.0.0.1:P2 --admin-open \\
+            [--ws-origin ORIGIN] [--ws-ping-interval S --ws-pong-timeout S]
+
+Phase 1: /native/ws?channel=NAME (the mojo mount) receives the events the
+admin API publishes, in order, as JSON text messages ({"id", "event",
+"data"}); a client that left reconnects with ?lastEventID= and gets what it
+missed, then live events. Phase 2: a Django view answering `M0-Hold:
+websocket` (fixture /ws) holds the upgrade: events published by Django
+(m0.publish) and by the admin API arrive in order; the 101 names the pool
+thread (x-worker). Phase 3: the handshake by curl (101 and the RFC's own
+Sec-WebSocket-Accept; 426 with Sec-WebSocket-Version: 13; 400 for a bad
+key), and Origin: with --ws-origin a listed page is let in, another refused
+403, a client with no Origin let in. Phase 4: an unmasked client frame is
+closed 1002 and the server keeps serving; SIGTERM closes a subscriber with
+1001.
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from m0smoke import (  # noqa: E402
+    DJANGO_ARGS, Smoke, check, publish_admin, publish_django, short)
+
+import websockets  # noqa: E402  (Debian python3-websockets)
+
+SCRIPT = "97-websocket"
+RFC_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+RFC_ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+smoke = Smoke(SCRIPT, __doc__)
+
+
+def ws_server(ctx, extra=()):
+    args = DJANGO_ARGS + ["--realtime", "--heartbeat", "60", "--blocking-threads", "2",
+                          "--admin-open"] + list(extra)
+    return ctx.server(args, admin=True)
+
+
+def url(srv, path):
+    return "ws://%s:%d%s" % (srv.addr[0], srv.addr[1], path)
+
+
+async def receive(ws, n, timeout=5.0):
+    """The next `n` messages, as parsed JSON."""
+    out = []
+    for _ in range(n):
+        msg = await asyncio.wait_for(ws.recv(), timeout)
+        check(isinstance(msg, str), "a binary message: %r" % short(msg))
+        out.append(json.loads(msg))
+    return out
+
+
+async def nothing_more(ws, settle=0.3):
+    try:
+        msg = await asyncio.wait_for(ws.recv(), settle)
+    except asyncio.TimeoutError:
+        return
+    raise AssertionError("an extra message: %s" % short(msg))
+
+
+def admin_publish(srv, channel, data, event=None):
+    return publish_admin(srv.admin, None, channel, data, event)
+
+
+@smoke.phase(1, "/native/ws: admin publishes arrive in order as JSON messages; a reconnect with lastEventID gets what it missed, then live")
+def phase1(ctx):
+    srv = ws_server(ctx)
+
+    async def run():
+        async with websockets.connect(url(srv, "/native/ws?channel=w1")) as ws:
+            ids = [admin_publish(srv, "w1", "one"), admin_publish(srv, "w1", "two", "tick"),
+                   admin_publish(srv, "w1", "thr\"ee")]
+            got = await receive(ws, 3)
+            check(got == [{"id": str(ids[0]), "data": "one"},
+                          {"id": str(ids[1]), "event": "tick", "data": "two"},
+                          {"id": str(ids[2]), "data": "thr\"ee"}], "messages: %r" % got)
+            last = got[-1]["id"]
+        missed = [admin_publish(srv, "w1", "m%d" % i) for i in range(2)]
+        async with websockets.connect(url(srv, "/native/ws?channel=w1&lastEventID=" + last)) as ws:
+            got = await receive(ws, 2)
+            check([g["id"] for g in got] == [str(i) for i in missed],
+                  "replay: want ids %r, got %r" % (missed, got))
+            live = admin_publish(srv, "w1", "live")
+            got = await receive(ws, 1)
+            check(got[0] == {"id": str(live), "data": "live"}, "live after replay: %r" % got)
+            await nothing_more(ws)
+
+    asyncio.run(run())
+
+
+@smoke.phase(2, "a Django view's M0-Hold: websocket holds the upgrade: Django's and the admin API's publishes arrive in order")
+def phase2(ctx):
+    srv = ws_server(ctx)
+
+    async def run():
+        async with websockets.connect(url(srv, "/ws?channel=w2")) as ws:
+            worker = ws.response_headers.get("x-worker", "")
+            check(worker.startswith("wsgi"), "the 101's x-worker: %r" % worker)
+            a = publish_django(srv.addr, "w2", "from django", "dj")
+            b = admin_publish(srv, "w2", "from admin")
+            got = await receive(ws, 2)
+            check(got == [{"id": str(a), "event": "dj", "data": "from django"},
+                          {"id": str(b), "data": "from admin"}], "messages: %r" % got)
+
+    asyncio.run(run())
+
+
+def curl_head(srv, path, headers):
+    argv = ["curl", "-s", "-i", "-N", "--max-time", "1", "http://%s:%d%s" % (srv.addr + (path,))]
+    for h in headers:
+        argv += ["-H", h]
+    out = subprocess.run(argv, capture_output=True, timeout=10).stdout
+    return out.split(b"\r\n\r\n", 1)[0].decode("latin-1")
+
+
+@smoke.phase(3, "the handshake by curl (101, 426, 400) and Origin: a listed page and no Origin let in, another refused 403")
+def phase3(ctx):
+    page = "http://app.example:8080"
+    srv = ws_server(ctx, ["--ws-origin", page])
+    base = ["Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13"]
+    head = curl_head(srv, "/native/ws?channel=w3", base + ["Sec-WebSocket-Key: " + RFC_KEY])
+    check(head.startswith("HTTP/1.1 101 Switching Protocols"), "curl: %s" % short(head))
+    check("Sec-WebSocket-Accept: %s" % RFC_ACCEPT in head, "the accept key: %s" % short(head))
+    head = curl_head(srv, "/native/ws?channel=w3",
+                     ["Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 8",
+                      "Sec-WebSocket-Key: " + RFC_KEY])
+    check(head.startswith("HTTP/1.1 426") and "Sec-WebSocket-Version: 13" in head,
+          "version 8: %s" % short(head))
+    head = curl_head(srv, "/native/ws?channel=w3", base + ["Sec-WebSocket-Key: short"])
+    check(head.startswith("HTTP/1.1 400"), "a bad key: %s" % short(head))
+    head = curl_head(srv, "/native/ws?channel=w3",
+                     base + ["Sec-WebSocket-Key: " + RFC_KEY, "Origin: http://evil.example"])
+    check(head.startswith("HTTP/1.1 403"), "another site's page: %s" % short(head))
+
+    async def run():
+        async with websockets.connect(url(srv, "/native/ws?channel=w3"), origin=page) as ws:
+            i = admin_publish(srv, "w3", "listed")
+            check((await receive(ws, 1))[0]["id"] == str(i), "the listed page's event")
+        try:
+            async with websockets.connect(url(srv, "/native/ws?channel=w3"),
+                                          origin="http://evil.example"):
+                raise AssertionError("an unlisted Origin was let in")
+        except websockets.exceptions.InvalidStatusCode as e:
+            check(e.status_code == 403, "unlisted Origin: %d" % e.status_code)
+
+    asyncio.run(run())
+
+
+def masked(op, payload, mask=True):
+    head = bytes([0x80 | op, (0x80 if mask else 0) | len(payload)])
+    key = b"\x01\x02\x03\x04"
+    if not mask:
+        return head + payload
+    return head + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+
+
+@smoke.phase(4, "an unmasked frame is closed 1002 and the server serves on; SIGTERM closes a subscriber with 1001")
+def phase4(ctx):
+    srv = ws_server(ctx)
+    s = socket.create_connection(srv.addr, timeout=5)
+    s.sendall(("GET /native/ws?channel=w4 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+               % RFC_KEY).encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        buf += s.recv(4096)
+    check(buf.startswith(b"HTTP/1.1 101"), "raw handshake: %s" % short(buf))
+    buf = buf.split(b"\r\n\r\n", 1)[1]
+    s.sendall(masked(0x1, b"hi", mask=False))
+    deadline = time.monotonic() + 5
+    while len(buf) < 4 and time.monotonic() < deadline:
+        d = s.recv(4096)
+        if not d:
+            break
+        buf += d
+    check(buf[:1] == b"\x88" and buf[2:4] == b"\x03\xea", "close 1002 wanted: %r" % buf[:16])
+    s.close()
+
+    async def run():
+        async with websockets.connect(url(srv, "/native/ws?channel=w4")) as ws:
+            i = admin_publish(srv, "w4", "still serving")
+            check((await receive(ws, 1))[0]["id"] == str(i), "served after the bad frame")
+            srv.terminate()
+            try:
+                await asyncio.wait_for(ws.recv(), 10)
+                raise AssertionError("a message after SIGTERM")
+            except websockets.exceptions.ConnectionClosed as e:
+                check(e.rcvd is not None and e.rcvd.code == 1001,
+                      "SIGTERM: close %r" % (e.rcvd,))
+
+    asyncio.run(run())
+    t0 = time.monotonic()
+    rc = srv.wait_exit(10)
+    check(rc == 0, "exit after SIGTERM: %r" % rc)
+    check(time.monotonic() - t0 < 3, "the drain took %.1f s: the close handshake did not end it"
+          % (time.monotonic() - t0))
+
+
+if __name__ == "__main__":
+    sys.exit(smoke.main())

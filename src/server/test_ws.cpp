@@ -1,0 +1,381 @@
+// WebSockets on the real Server and Loop (clients on socketpairs, the loop
+// stepped by the test, the builtin mount on a manual mojo pool): the 101
+// after the subscription, events as shared JSON text frames, replay from
+// ?lastEventID=, pings both ways, the close handshake, and a hostile-frame
+// matrix: every MUST of RFC 6455 a client can break, each fed whole, one
+// byte at a time and split at random, closed with its code, and a good
+// subscriber on another connection served right after.
+#include <catch2/catch.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mojo/mojo.hpp"
+#include "server/test_hold_rig.hpp"
+
+using namespace m0;
+using m0::testing::SocketClient;
+
+namespace {
+
+// A client frame: masked (RFC 6455 §5.3) unless `mask` is false.
+std::string frame(uint8_t op, std::string_view payload, bool fin = true, uint8_t rsv = 0,
+                  bool mask = true) {
+    std::string f;
+    f += char((fin ? 0x80 : 0) | (rsv << 4) | op);
+    const uint8_t m = mask ? 0x80 : 0;
+    const uint64_t n = payload.size();
+    if (n < 126) {
+        f += char(m | n);
+    } else if (n < 65536) {
+        f += char(m | 126);
+        f += char(n >> 8);
+        f += char(n & 0xFF);
+    } else {
+        f += char(m | 127);
+        for (int s = 56; s >= 0; s -= 8) f += char((n >> s) & 0xFF);
+    }
+    const char key[4] = {0x12, 0x34, 0x56, 0x78};
+    if (mask) f.append(key, 4);
+    for (size_t i = 0; i < payload.size(); ++i)
+        f += mask ? char(payload[i] ^ key[i % 4]) : payload[i];
+    return f;
+}
+
+std::string code(uint16_t c) { return {char(c >> 8), char(c & 0xFF)}; }
+
+struct Frame {
+    uint8_t op = 0;
+    std::string payload;
+};
+
+// The server's frames in `bytes` (unmasked, as a server sends them); a cut
+// last frame is left out.
+std::vector<Frame> parse(std::string_view bytes) {
+    std::vector<Frame> out;
+    size_t i = 0;
+    while (i + 2 <= bytes.size()) {
+        uint64_t n = uint8_t(bytes[i + 1]) & 0x7F;
+        size_t j = i + 2;
+        if (n >= 126) {
+            const size_t w = n == 126 ? 2 : 8;
+            if (j + w > bytes.size()) break;
+            n = 0;
+            for (size_t k = 0; k < w; ++k) n = (n << 8) | uint8_t(bytes[j + k]);
+            j += w;
+        }
+        if (j + n > bytes.size()) break;
+        out.push_back({uint8_t(bytes[i] & 0x0F), std::string(bytes.substr(j, n))});
+        i = j + n;
+    }
+    return out;
+}
+
+std::optional<uint16_t> close_code(const std::vector<Frame>& frames) {
+    for (const auto& f : frames)
+        if (f.op == 0x8 && f.payload.size() >= 2)
+            return uint16_t(uint8_t(f.payload[0]) << 8 | uint8_t(f.payload[1]));
+    return std::nullopt;
+}
+
+server::ServerConfig ws_config() {
+    server::ServerConfig cfg;
+    cfg.ws.max_message = 1000;
+    cfg.ws.close_timeout = 0.5;
+    return cfg;
+}
+
+struct WsRig : testing::HoldRig {
+    using HoldRig::HoldRig;
+
+    // Opens a WebSocket on `c` to /native/ws?`query`; the 101 is taken from
+    // c.in, and returned.
+    // `completion_first`: the loop handles the hold's completion before it
+    // looks at its bus lane (as when the ring's eventfd is seen first).
+    std::string open(SocketClient& c, const std::string& query = "channel=c",
+                     bool completion_first = false) {
+        REQUIRE(c.send("GET /native/ws?" + query +
+                       " HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                       "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                       "Sec-WebSocket-Version: 13\r\n\r\n"));
+        REQUIRE(loop.run_until([&] { return pool->pool().queued() == 1; }));
+        REQUIRE(pool->pool().run_next());
+        if (completion_first) server->on_completions_ready();
+        REQUIRE(ServerRig::read_until(c, "\r\n\r\n"));
+        const size_t end = c.in.find("\r\n\r\n") + 4;
+        std::string head = c.in.substr(0, end);
+        c.in.erase(0, end);
+        REQUIRE(head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"));
+        return head;
+    }
+    // Steps until `c` holds `n` whole frames.
+    std::vector<Frame> frames(SocketClient& c, size_t n) {
+        step_until([&] {
+            c.pump();
+            return parse(c.in).size() >= n;
+        });
+        return parse(c.in);
+    }
+    // Steps until the server closed `c`; its frames.
+    std::vector<Frame> closed(SocketClient& c) {
+        CHECK(wait_eof(c));
+        return parse(c.in);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("ws: the 101 is written after the subscription, and events follow as JSON", "[ws]") {
+    WsRig rig(ws_config());
+    std::string head = rig.open(*rig.conn);
+    CHECK(head.find("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n") != std::string::npos);
+    CHECK(head.find("Connection: Upgrade\r\n") != std::string::npos);
+    CHECK(head.find("Content-Length") == std::string::npos);
+    CHECK(rig.server->subscribed(rig.slot));
+    REQUIRE(rig.bus.publish("c", "one").ok());
+    REQUIRE(rig.bus.publish("c", "two", "tick").ok());
+    auto f = rig.frames(*rig.conn, 2);
+    REQUIRE(f.size() == 2);
+    CHECK(f[0].op == 0x1);
+    CHECK(f[0].payload == R"({"id":"1","data":"one"})");
+    CHECK(f[1].payload == R"({"id":"2","event":"tick","data":"two"})");
+}
+
+TEST_CASE("ws: an event published between the h frame and the 101 follows the 101", "[ws]") {
+    WsRig rig(ws_config());
+    // On the pool thread, after the h frame, before the completion: the
+    // subscription is queued ahead of this event, and the 101 ahead of both.
+    rig.on_point = [&](hold::Point p, SlotRef) {
+        if (p == hold::Point::frame_sent) REQUIRE(rig.bus.publish("c", "early").ok());
+    };
+    rig.open(*rig.conn, "channel=c", true);
+    CHECK(rig.server->subscribed(rig.slot));
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].payload == R"({"id":"1","data":"early"})");
+}
+
+TEST_CASE("ws: an event's frame is made once and shared by every subscriber", "[ws]") {
+    WsRig rig(ws_config());
+    rig.open(*rig.conn);
+    auto other = rig.connect();
+    rig.open(*other);
+    // Sockets that take little: each subscriber's output keeps a reference to
+    // what the socket did not take.
+    int small = 4096;
+    for (int fd : {rig.conn->server_fd, other->server_fd})
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    REQUIRE(rig.bus.publish("c", std::string(100000, 'x')).ok());
+    REQUIRE(rig.step_until(
+        [&] { return rig.server->unsent(rig.slot) > 0 && rig.server->unsent(other->slot) > 0; }));
+    // The bus made the frame where it numbered the event; the history keeps
+    // it, and both outputs hold that very buffer: the history's reference,
+    // this replay's copy of it, and one for each subscriber.
+    auto replay = rig.bus.replay({"c"}, 0, rig.bus.position());
+    REQUIRE(replay.events.size() == 1);
+    REQUIRE(replay.events[0].ws);
+    CHECK(replay.events[0].ws.use_count() == 4);
+}
+
+TEST_CASE("ws: a reconnect with ?lastEventID= is replayed what it missed, then live", "[ws]") {
+    WsRig rig(ws_config());
+    for (int i = 1; i <= 3; ++i) REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).ok());
+    rig.open(*rig.conn, "channel=c&lastEventID=1");
+    REQUIRE(rig.bus.publish("c", "e4").ok());
+    auto f = rig.frames(*rig.conn, 3);
+    REQUIRE(f.size() == 3);
+    CHECK(f[0].payload == R"({"id":"2","data":"e2"})");
+    CHECK(f[1].payload == R"({"id":"3","data":"e3"})");
+    CHECK(f[2].payload == R"({"id":"4","data":"e4"})");
+}
+
+TEST_CASE("ws: pings are answered, a clean close is answered and the slot released", "[ws]") {
+    WsRig rig(ws_config());
+    rig.open(*rig.conn);
+    REQUIRE(rig.conn->send(frame(0x9, "hb")));
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].op == 0xA);
+    CHECK(f[0].payload == "hb");
+    rig.conn->in.clear();
+    // A message from the client is dropped in this slice; the connection stays.
+    REQUIRE(rig.conn->send(frame(0x1, "hello")));
+    REQUIRE(rig.conn->send(frame(0x8, code(1000) + "bye")));
+    f = rig.closed(*rig.conn);
+    CHECK(close_code(f) == 1000);
+    // The client keeps its socket open: --ws-close-timeout releases the slot.
+    CHECK(rig.step_until([&] { return !rig.server->alive(rig.slot); }));
+    CHECK_FALSE(rig.server->subscribed(rig.slot));
+}
+
+TEST_CASE("ws: a silent client is pinged, and closed when it does not answer", "[ws]") {
+    auto cfg = ws_config();
+    cfg.ws.ping_interval = 0.1;
+    cfg.ws.pong_timeout = 0.2;
+    WsRig rig(cfg);
+    rig.open(*rig.conn);
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].op == 0x9);
+    // Answered: still open after the timeout.
+    REQUIRE(rig.conn->send(frame(0xA, f[0].payload)));
+    rig.step_until([] { return false; }, std::chrono::milliseconds(250));
+    CHECK(rig.server->alive(rig.slot));
+    // Not answered: closed.
+    CHECK(rig.wait_eof(*rig.conn, std::chrono::milliseconds(2000)));
+    CHECK_FALSE(rig.server->alive(rig.slot));
+}
+
+TEST_CASE("ws: shutdown ends a WebSocket with 1001 and a slow reader with 1013", "[ws]") {
+    SECTION("shutdown") {
+        WsRig rig(ws_config());
+        rig.open(*rig.conn);
+        rig.server->shutdown();
+        CHECK(close_code(rig.closed(*rig.conn)) == 1001);
+    }
+    SECTION("slow reader") {
+        auto cfg = ws_config();
+        cfg.hold_buffer_limit = 4096;
+        cfg.hold_drain_timeout = 0.1;
+        WsRig rig(cfg);
+        rig.open(*rig.conn);
+        int small = 4096;
+        ::setsockopt(rig.conn->server_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+        for (int i = 0; i < 200; ++i) REQUIRE(rig.bus.publish("c", std::string(1000, 'x')).ok());
+        rig.step_until([&] { return !rig.server->subscribed(rig.slot); });
+        CHECK_FALSE(rig.server->subscribed(rig.slot));
+        CHECK(close_code(rig.closed(*rig.conn)) == 1013);
+    }
+}
+
+TEST_CASE("ws: hostile frames close with their code, and others are served", "[ws][hostile]") {
+    struct Case {
+        const char* what;
+        std::string bytes;
+        uint16_t code;
+    };
+    std::string len64 = "\x81\xff";
+    len64 += std::string("\x80\x00\x00\x00\x00\x00\x00\x00", 8) + "abcd";
+    const std::vector<Case> cases = {
+        {"an unmasked frame (§5.1)", frame(0x1, "hi", true, 0, false), 1002},
+        {"a reserved bit (§5.2)", frame(0x1, "hi", true, 4), 1002},
+        {"a reserved data opcode (§5.2)", frame(0x3, "hi"), 1002},
+        {"a reserved control opcode (§5.2)", frame(0xB, "hi"), 1002},
+        {"a ping of 126 bytes (§5.5)", frame(0x9, std::string(126, 'p')), 1002},
+        {"a fragmented ping (§5.5)", frame(0x9, "p", false), 1002},
+        {"a continuation first (§5.4)", frame(0x0, "x"), 1002},
+        {"a text frame inside a fragmented message (§5.4)",
+         frame(0x1, "a", false) + frame(0x1, "b"), 1002},
+        {"a 64-bit length with its top bit set (§5.2)", len64, 1002},
+        {"invalid UTF-8 (§8.1)", frame(0x1, "\xff"), 1007},
+        {"invalid UTF-8 across fragments (§8.1)", frame(0x1, "\xe2\x82", false) + frame(0x0, "a"),
+         1007},
+        {"a text message cut inside a character", frame(0x1, "\xe2\x82"), 1007},
+        {"close code 1005 (§7.4.1)", frame(0x8, code(1005)), 1002},
+        {"close code 1006 (§7.4.1)", frame(0x8, code(1006)), 1002},
+        {"close code 1015 (§7.4.1)", frame(0x8, code(1015)), 1002},
+        {"close code 999 (§7.4.2)", frame(0x8, code(999)), 1002},
+        {"close code 5000 (§7.4.2)", frame(0x8, code(5000)), 1002},
+        {"a close frame of one byte (§5.5.1)", frame(0x8, "\x03"), 1002},
+        {"a close reason not UTF-8 (§5.5.1)", frame(0x8, code(1000) + "\xff"), 1007},
+        {"a message over --ws-max-message", frame(0x2, std::string(1001, 'x')), 1009},
+        {"a message over it in fragments",
+         frame(0x2, std::string(600, 'x'), false) + frame(0x0, std::string(600, 'x')), 1009},
+    };
+    enum class Feed { whole, bytewise, random };
+    std::mt19937 rng(26);
+    for (Feed how : {Feed::whole, Feed::bytewise, Feed::random}) {
+        for (const auto& c : cases) {
+            INFO(c.what << (how == Feed::whole      ? " (whole)"
+                            : how == Feed::bytewise ? " (bytewise)"
+                                                    : " (random splits)"));
+            WsRig rig(ws_config());
+            rig.open(*rig.conn);
+            if (how == Feed::whole) {
+                REQUIRE(rig.conn->send(c.bytes));
+            } else {
+                size_t i = 0;
+                while (i < c.bytes.size()) {
+                    size_t n = how == Feed::bytewise
+                                   ? 1
+                                   : std::uniform_int_distribution<size_t>(1, 7)(rng);
+                    n = std::min(n, c.bytes.size() - i);
+                    if (!rig.conn->send(std::string_view(c.bytes).substr(i, n))) break;  // closed
+                    i += n;
+                    for (int k = 0; k < 3; ++k) rig.loop.run_once();
+                }
+            }
+            CHECK(close_code(rig.closed(*rig.conn)) == c.code);
+            rig.conn->close();  // as a client does once the close came
+            CHECK(rig.step_until([&] { return !rig.server->alive(rig.slot); }));
+            // The server serves the next subscriber.
+            auto next = rig.connect();
+            rig.open(*next);
+            REQUIRE(next->send(frame(0x9, "ok")));
+            REQUIRE(rig.bus.publish("c", "after").ok());
+            auto f = rig.frames(*next, 2);
+            REQUIRE(f.size() == 2);
+            CHECK(f[0].op == 0xA);
+            CHECK(f[1].payload.find("\"data\":\"after\"") != std::string::npos);
+        }
+    }
+}
+
+TEST_CASE("ws: a bad handshake is refused before any pool sees it", "[ws]") {
+    WsRig rig(ws_config());
+    REQUIRE(
+        rig.conn->send("GET /native/ws?channel=c HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+                       "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                       "Sec-WebSocket-Version: 8\r\n\r\n"));
+    REQUIRE(rig.read_until(*rig.conn, "\r\n\r\n"));
+    CHECK(rig.conn->in.starts_with("HTTP/1.1 426 "));
+    CHECK(rig.conn->in.find("Sec-WebSocket-Version: 13\r\n") != std::string::npos);
+    CHECK(rig.pool->pool().queued() == 0);
+    auto o = rig.connect();
+    REQUIRE(
+        o->send("GET /native/ws?channel=c HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\nOrigin: https://evil.example\r\n\r\n"));
+    REQUIRE(rig.read_until(*o, "\r\n\r\n"));
+    CHECK(o->in.starts_with("HTTP/1.1 403 "));
+    CHECK(rig.pool->pool().queued() == 0);
+}
+
+namespace {
+// A mount whose handler chooses a subprotocol.
+struct ProtocolHandler : mojo::Handler {
+    std::string choose;
+    http::Response serve(const http::Request&) override {
+        http::Response r;
+        r.headers.add("M0-Hold", "websocket");
+        r.headers.add("M0-Channel", "c");
+        r.headers.add("Sec-WebSocket-Protocol", choose);
+        return r;
+    }
+};
+}  // namespace
+
+TEST_CASE("ws: the handler's subprotocol is echoed only when the client offered it", "[ws]") {
+    for (const char* choose : {"chat", "other"}) {
+        INFO(choose);
+        WsRig rig(ws_config());
+        ProtocolHandler handler;
+        handler.choose = choose;
+        rig.server->add_mount("/proto", [&](SlotRef s, http::Request&& r) {
+            return rig.pool->submit(handler, s, std::move(r));
+        });
+        REQUIRE(rig.conn->send(
+            "GET /proto HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt, chat\r\n\r\n"));
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        REQUIRE(rig.ServerRig::read_until(*rig.conn, "\r\n\r\n"));
+        CHECK(rig.conn->in.starts_with("HTTP/1.1 101 "));
+        const bool echoed =
+            rig.conn->in.find("Sec-WebSocket-Protocol: chat\r\n") != std::string::npos;
+        CHECK(echoed == (std::string(choose) == "chat"));
+        CHECK(rig.conn->in.find("Sec-WebSocket-Protocol: other") == std::string::npos);
+    }
+}

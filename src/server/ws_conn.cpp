@@ -1,0 +1,348 @@
+// Server, WebSocket connections (RFC 6455): the handshake's check, the 101,
+// reading the client's frames, the close handshake, pings. Loop thread only.
+//
+// DESIGN
+// A WebSocket is a hold whose transport is Transport::websocket. The upgrade
+// request is checked on the loop before any pool sees it (ws_handshake: a bad
+// one is answered 400, 426 or 403 and closed). A valid one is dispatched like
+// any request; a handler that answers `M0-Hold: websocket` holds it: the
+// pool thread sends the h frame (marked websocket) before its completion, and
+// the loop drains its lane before it writes the 101 (finish_hold_head), so
+// the subscription exists before the head, as for every hold. The handler's
+// body is not sent; a Sec-WebSocket-Protocol it answers is echoed when the
+// client offered it.
+//
+// I/O. The server's frames to many subscribers (events, the ping heartbeat,
+// the end) are made once and shared (ws_subscriber.cpp), written through the
+// hold table like an SSE stream's: staged, one sendmsg a connection a turn,
+// the lean output after the 101 (hold_output.cpp). A hold's lean event reads
+// too (EV_READ always): for a WebSocket it feeds what it reads to wslay
+// instead of dropping it, at most kReadBudget bytes a turn, so one client
+// that sends fast cannot keep the loop from the others. Before the hold is
+// lean (the 101 still in the bufferevent's output) wslay reads the
+// bufferevent's input. wslay's own frames (pongs, the answer to a close, a
+// close for the client's error) are small and few: its send callback stages
+// a copy, behind the events staged before it. Nothing a client sends can
+// grow the server: wslay keeps at most --ws-max-message of a message, and a
+// client whose unsent output (pongs it does not read) passes twice
+// --hold-buffer-limit is closed as a slow reader (1013), as a hold is.
+//
+// Why libwslay: its event API does no I/O of its own (recv and send
+// callbacks over whatever the caller has), so it fits libevent's callbacks and
+// the lean hold's one event; it checks RFC 6455's MUSTs on what it reads
+// (masking, reserved bits and opcodes, control frames over 125 bytes or
+// fragmented, continuation order, 64-bit lengths, close codes: 1002; UTF-8
+// in text messages across fragments and in close reasons, with its own
+// DFA: 1007; the message size: 1009), answers pings and closes, and is
+// packaged in Debian (libwslay-dev 1.1.1). Compared: libwebsockets (owns its
+// event loop and sockets; its libevent glue would take the connection from
+// the server), uWebSockets (its own loop, not in Debian), websocketpp
+// (Asio), and a parser of our own (the framing rules are where servers go
+// wrong). Our own checks of text UTF-8 and close codes were taken out: the sabotage
+// run showed wslay closing with 1007 and 1002 without them (test_ws), but
+// for a close frame's reason, which wslay checks only from the third byte of
+// each piece it reads: that one is ours (Utf8Validator). Also ours: the 1002
+// for a frame wslay's frame layer refuses (it sends a close with no code), a
+// close frame of one byte (1002), and frames of our own for events, made
+// once (ws_subscriber.cpp).
+//
+// Closing. When a close frame has gone out (wslay's answer to the client's,
+// or one for the client's error), the hold stops and the connection closes
+// after its output: the server sends FIN first (RFC 6455 §7.1.1: "the server
+// SHOULD close [the TCP connection] first") and reads until the client
+// closes, for at most --ws-close-timeout (begin_linger). A close the hold
+// table writes (1001 at shutdown or a channel's close, 1013 for a slow
+// reader) takes the same path, and wslay is told to send nothing after it.
+//
+// Pings: every connection silent for --ws-ping-interval is pinged; one that
+// answers nothing within --ws-pong-timeout is closed (a peer that is gone).
+// One timer for the loop's WebSockets, ticking a few times per interval.
+//
+// What a client sends beyond control frames (a text or binary message) is
+// dropped in this slice (on_message): the WebSocket-over-HTTP events for a
+// WSGI view, and a native handler's on-message, are the next.
+#include <event2/buffer.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "loop/log.hpp"
+#include "server/conn.hpp"
+#include "server/server.hpp"
+
+namespace m0::server {
+
+namespace ws = http::ws;
+
+namespace {
+// Bytes read from one WebSocket in one loop turn.
+constexpr size_t kReadBudget = 64 * 1024;
+}  // namespace
+
+// wslay's callbacks: `user` is the Conn. Friends of the server (nested type).
+struct Server::WsIo {
+    static Conn& conn(void* user) { return *static_cast<Conn*>(user); }
+
+    // Queues a close for the client's error and reads nothing more.
+    static void fail(WsState& w, uint16_t code, std::string_view reason) {
+        if (w.failed) return;
+        w.failed = true;
+        wslay_event_queue_close(w.ctx, code, reinterpret_cast<const uint8_t*>(reason.data()),
+                                std::min<size_t>(reason.size(), 123));
+        wslay_event_shutdown_read(w.ctx);
+    }
+
+    static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t* buf, size_t len, int, void* user) {
+        Conn& c = conn(user);
+        WsState& w = *c.ws;
+        if (c.bev) {
+            // Not lean yet: what the bufferevent read.
+            const int n = evbuffer_remove(bufferevent_get_input(c.bev), buf, len);
+            if (n > 0) {
+                w.last_heard = monotonic_seconds();
+                w.ping_sent = 0;
+                return n;
+            }
+            wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+            return -1;
+        }
+        while (w.budget > 0) {
+            const ssize_t r = ::recv(c.fd, buf, std::min(len, w.budget), MSG_DONTWAIT);
+            if (r > 0) {
+                w.budget -= static_cast<size_t>(r);
+                w.last_heard = monotonic_seconds();
+                w.ping_sent = 0;
+                return r;
+            }
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            // The end of the stream, or an error: the client is gone.
+            w.eof = true;
+            wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+            return -1;
+        }
+        wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+        return -1;
+    }
+
+    static ssize_t on_send(wslay_event_context_ptr, const uint8_t* data, size_t len, int,
+                           void* user) {
+        Conn& c = conn(user);
+        // Staged behind what the hold table wrote; the whole frame at once,
+        // so no frame of wslay's is ever cut by an event's.
+        c.server->write(c.slot, std::string_view(reinterpret_cast<const char*>(data), len));
+        return static_cast<ssize_t>(len);
+    }
+
+    static void on_frame_start(wslay_event_context_ptr,
+                               const wslay_event_on_frame_recv_start_arg* a, void* user) {
+        WsState& w = *conn(user).ws;
+        w.in_close = a->opcode == static_cast<uint8_t>(ws::Opcode::close);
+        if (!w.in_close) return;
+        w.close_seen = 0;
+        w.close_utf8.reset();
+        // RFC 6455 §5.5.1: a close frame's body, if any, starts with a
+        // two-byte code; wslay reads one byte as no code at all.
+        if (a->payload_length == 1) fail(w, ws::kProtocolError, "close frame of one byte");
+    }
+
+    static void on_frame_chunk(wslay_event_context_ptr,
+                               const wslay_event_on_frame_recv_chunk_arg* a, void* user) {
+        WsState& w = *conn(user).ws;
+        if (!w.in_close) return;  // text: wslay's own check holds across pieces
+        // §5.5.1: the reason after the code "MUST be UTF-8" (§8.1: else fail,
+        // 1007). wslay skips the first two bytes of every piece it reads, so a
+        // reason that arrives in pieces is checked here.
+        std::string_view bytes(reinterpret_cast<const char*>(a->data), a->data_length);
+        const size_t skip =
+            w.close_seen >= 2 ? 0 : std::min<size_t>(2 - w.close_seen, bytes.size());
+        w.close_seen += bytes.size();
+        if (!w.close_utf8.feed(bytes.substr(skip)))
+            fail(w, ws::kInvalidData, "close reason is not UTF-8");
+    }
+
+    static void on_frame_end(wslay_event_context_ptr, void* user) {
+        WsState& w = *conn(user).ws;
+        if (w.in_close && !w.close_utf8.complete())
+            fail(w, ws::kInvalidData, "close reason ends inside a UTF-8 character");
+    }
+
+    static void on_msg(wslay_event_context_ptr, const wslay_event_on_msg_recv_arg* a, void* user) {
+        Conn& c = conn(user);
+        WsState& w = *c.ws;
+        if (w.failed) return;
+        if (a->opcode == static_cast<uint8_t>(ws::Opcode::close)) return;  // wslay answers it
+        if (a->opcode == static_cast<uint8_t>(ws::Opcode::text) ||
+            a->opcode == static_cast<uint8_t>(ws::Opcode::binary))
+            c.server->on_ws_message(
+                c, a->opcode == static_cast<uint8_t>(ws::Opcode::text),
+                std::string_view(reinterpret_cast<const char*>(a->msg), a->msg_length));
+    }
+};
+
+bool Server::ws_handshake(Conn& c, http::Request& req) {
+    ws::Upgrade u = ws::check_upgrade(req, cfg_.ws.origins);
+    // After a 101 the connection is no longer HTTP's; after any other answer
+    // to an upgrade request it closes.
+    c.keep_alive = false;
+    if (u.status != 0) {
+        M0_LOG(info, "WebSocket handshake from ", c.remote_addr, " refused ",
+               std::to_string(u.status), ": ", u.reason);
+        http::Response r = ws::refusal(u);
+        send_whole(c, r);
+        finish_request(c);
+        return false;
+    }
+    c.ws = std::make_unique<WsState>();
+    c.ws->accept = std::move(u.accept);
+    c.ws->protocols = std::move(u.protocols);
+    return true;
+}
+
+std::string Server::ws_head(Conn& c, http::Response& r) {
+    // RFC 6455 §4.2.2: 101, Upgrade: websocket, Connection: Upgrade,
+    // Sec-WebSocket-Accept; a subprotocol only if the client offered it.
+    http::Response h;
+    h.status = 101;
+    h.headers.add("Upgrade", "websocket");
+    h.headers.add("Sec-WebSocket-Accept", c.ws->accept);
+    if (auto p = r.headers.get("Sec-WebSocket-Protocol")) {
+        const auto& offered = c.ws->protocols;
+        if (std::find(offered.begin(), offered.end(), *p) != offered.end())
+            h.headers.add("Sec-WebSocket-Protocol", std::string(*p));
+        else
+            M0_LOG(warn, "WebSocket on slot ", to_string(c.slot), ": the handler chose protocol '",
+                   std::string(*p), "', which the client did not offer: left out");
+    }
+    if (auto w = r.headers.get("x-worker")) h.headers.add("x-worker", std::string(*w));
+    r.status = 101;  // the access log's
+    r.body.clear();  // nothing but frames after the 101
+    const bool keep = c.keep_alive;
+    c.keep_alive = true;  // head_text adds no "Connection: close"
+    std::string head = head_text(c, h, "Connection: Upgrade\r\n");
+    c.keep_alive = keep;
+    return head;
+}
+
+void Server::ws_open(Conn& c) {
+    static constexpr wslay_event_callbacks kCallbacks = {
+        WsIo::on_recv,        WsIo::on_send,      nullptr,      WsIo::on_frame_start,
+        WsIo::on_frame_chunk, WsIo::on_frame_end, WsIo::on_msg,
+    };
+    WsState& w = *c.ws;
+    if (wslay_event_context_server_init(&w.ctx, &kCallbacks, &c) != 0) {
+        M0_LOG(error, "WebSocket on slot ", to_string(c.slot), ": out of memory");
+        w.ctx = nullptr;
+        return;
+    }
+    // §10.4: a limit on the message size, reassembled from its fragments:
+    // past it, wslay closes with 1009.
+    wslay_event_config_set_max_recv_msg_length(w.ctx, cfg_.ws.max_message);
+    w.last_heard = monotonic_seconds();
+    ws_slots_.push_back(c.slot);
+    if (!ws_timer_->pending()) ws_timer_->start(ws_tick_seconds());
+}
+
+double Server::ws_tick_seconds() const {
+    return std::clamp(std::min(cfg_.ws.ping_interval, cfg_.ws.pong_timeout) / 4, 0.05, 1.0);
+}
+
+void Server::ws_read(Conn& c) {
+    WsState* w = c.ws.get();
+    if (!w || !w->ctx || c.phase != Phase::holding) return;
+    w->budget = kReadBudget;
+    const int rv = wslay_event_recv(w->ctx);
+    ws_settle(c, rv);
+}
+
+void Server::ws_settle(Conn& c, int rv) {
+    WsState& w = *c.ws;
+    const SlotRef slot = c.slot;
+    if (w.eof) {
+        // Gone without the close handshake (RFC 6455 §7.1.5: 1006, abnormal).
+        close_conn(c);
+        return;
+    }
+    if (rv == WSLAY_ERR_CALLBACK_FAILURE && !w.failed) {
+        // wslay's frame layer refused a header (a control frame over 125
+        // bytes or fragmented, §5.5; a 64-bit length with its most
+        // significant bit set, §5.2) and queued a close with no code: the
+        // close that goes says why (§7.4.1: 1002, a protocol error).
+        wslay_event_shutdown_write(w.ctx);
+        write(slot, ws::close_frame(ws::kProtocolError, "malformed frame"));
+        w.failed = true;
+        M0_LOG(info, "WebSocket on slot ", to_string(slot), " from ", c.remote_addr,
+               " closed with 1002: a malformed frame");
+        holds_.stop(slot);
+        close_after_write(slot);
+        return;
+    }
+    wslay_event_send(w.ctx);  // what wslay queued: staged now, in order
+    if (rv != 0 && rv != WSLAY_ERR_CALLBACK_FAILURE)
+        M0_LOG(warn, "WebSocket on slot ", to_string(slot), ": wslay error ", std::to_string(rv));
+    if (wslay_event_get_close_sent(w.ctx) || rv != 0) {
+        if (w.failed || !wslay_event_get_close_received(w.ctx))
+            M0_LOG(info, "WebSocket on slot ", to_string(slot), " from ", c.remote_addr,
+                   " closed with ", std::to_string(wslay_event_get_status_code_sent(w.ctx)));
+        holds_.stop(slot);
+        close_after_write(slot);
+        return;
+    }
+    if (unsent(slot) > 2 * cfg_.hold_buffer_limit) {
+        // Control frames it does not read (pongs to its pings): a slow reader.
+        M0_LOG(info, "slow reader: WebSocket on slot ", to_string(slot),
+               " does not read its control frames, closed");
+        metrics_.slow_readers_closed.fetch_add(1);
+        holds_.drop(slot, 1000, EndWhy::slow);
+    }
+}
+
+void Server::ws_quiet(Conn& c) {
+    // A close frame the hold table wrote is the last frame: wslay sends nothing
+    // after it, and reads nothing more (the linger drops what comes).
+    if (!c.ws || !c.ws->ctx) return;
+    wslay_event_shutdown_read(c.ws->ctx);
+    wslay_event_shutdown_write(c.ws->ctx);
+}
+
+void Server::on_ws_message(Conn& c, bool text, std::string_view payload) {
+    // This slice subscribes only: a message is dropped. The next slice
+    // hands it to the mount (a job on its pool: WebSocket-over-HTTP events
+    // for a WSGI view, a native handler's on-message).
+    M0_LOG(debug, "WebSocket on slot ", to_string(c.slot), ": a ", text ? "text" : "binary",
+           " message of ", std::to_string(payload.size()), " bytes dropped");
+}
+
+void Server::ws_tick() {
+    const double now = monotonic_seconds();
+    size_t kept = 0;
+    for (size_t i = 0; i < ws_slots_.size(); ++i) {
+        const SlotRef slot = ws_slots_[i];
+        Conn* c = find(slot);
+        if (!c || !c->ws || !c->ws->ctx) continue;  // gone: forgotten here
+        ws_slots_[kept++] = slot;
+        WsState& w = *c->ws;
+        if (c->phase != Phase::holding) continue;
+        if (w.ping_sent > 0 && now - w.ping_sent >= cfg_.ws.pong_timeout) {
+            M0_LOG(info, "WebSocket on slot ", to_string(slot), " from ", c->remote_addr,
+                   ": no pong within --ws-pong-timeout, closed");
+            close_conn(*c);
+            continue;
+        }
+        if (w.ping_sent == 0 && now - w.last_heard >= cfg_.ws.ping_interval) {
+            // §5.5.2: "A Ping frame MAY be sent at any time after the
+            // connection is established"; the peer "MUST send a Pong frame".
+            static constexpr uint8_t kPayload[] = {'m', '0'};
+            wslay_event_msg msg{static_cast<uint8_t>(ws::Opcode::ping), kPayload, sizeof kPayload};
+            if (wslay_event_queue_msg(w.ctx, &msg) == 0) {
+                w.ping_sent = now;
+                wslay_event_send(w.ctx);
+            }
+        }
+    }
+    ws_slots_.resize(kept);
+    if (!ws_slots_.empty()) ws_timer_->start(ws_tick_seconds());
+}
+
+}  // namespace m0::server

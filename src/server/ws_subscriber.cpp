@@ -1,0 +1,76 @@
+// Transport::websocket: events as WebSocket messages (RFC 6455) after a 101.
+//
+// DESIGN
+// Each event is one text frame whose payload is a JSON object:
+//   {"id": "N", "event": "NAME", "data": "..."}
+// ("event" only when the event is named; "id" a string, as SSE's id: is).
+// The id is what a client reconnects with (?lastEventID=N: a browser's
+// WebSocket sets no header), so the envelope is the one way to carry it;
+// nchan sends the data verbatim and its ids only with the ws+meta.nchan
+// subprotocol, Centrifugo's unidirectional WebSocket sends JSON pushes with
+// the publication's offset, Pushpin sends the publisher's content verbatim
+// and replays nothing. A gap history cannot fill is the message
+// {"event": "m0-reset", "data": "{\"oldest\": N}"}, with no "id": SSE's
+// m0-reset, which a client tells from an event by its missing id.
+// The frame is made once an event where the bus numbers it
+// (PublishFrame::ws, bus::ws_bytes) and shared by every subscriber, every
+// loop, the history and every replay; a frame from a shared bus comes without
+// and is framed here, once a loop. The heartbeat is a ping frame (one shared
+// buffer); the end is a close frame: 1001 (going away: the server stops, or
+// its channel is closed) or 1013 (try again later: a slow reader). Raw
+// events (Pushpin's http-stream and http-response items) are not a
+// WebSocket's.
+#include "http/sse.hpp"
+#include "http/websocket.hpp"
+#include "server/subscriber.hpp"
+
+namespace m0::server {
+
+namespace {
+
+namespace ws = http::ws;
+
+class WsSubscriber final : public Subscriber {
+  public:
+    bool answers_once() const override { return false; }
+    bool carries(const bus::PublishFrame& f) const override { return !f.raw; }
+    SharedBytes event(const bus::PublishFrame& f) const override {
+        if (f.raw) return nullptr;
+        if (f.ws) return f.ws;
+        if (!f.wire || !f.data.empty() || !f.event.empty()) return bus::ws_bytes(f);
+        // Kept with its SSE bytes only: its data is read back from them.
+        bus::PublishFrame g;
+        g.id = f.id;
+        if (!sse::decode_event(*f.wire, g.event, g.data)) return nullptr;
+        return bus::ws_bytes(g);
+    }
+    SharedBytes reset(uint64_t oldest) const override {
+        return std::make_shared<const std::string>(ws::server_frame(
+            ws::Opcode::text, ws::event_message(0, sse::kResetEvent,
+                                                "{\"oldest\": " + std::to_string(oldest) + "}")));
+    }
+    std::string end(uint64_t retry_ms, EndWhy why) const override {
+        // RFC 6455 §7.4.1: 1001 "going away, such as a server going down";
+        // 1013 (IANA): "try again later". The reason says when.
+        const std::string after = "reconnect in " + std::to_string(retry_ms) + " ms";
+        return why == EndWhy::slow ? ws::close_frame(ws::kTryAgainLater, "slow reader; " + after)
+                                   : ws::close_frame(ws::kGoingAway, after);
+    }
+    const SharedBytes& heartbeat() const override { return ping_; }
+    http::Response answer(const http::Response& held, const bus::PublishFrame&) const override {
+        return held;  // a WebSocket is never answered once
+    }
+
+  private:
+    const SharedBytes ping_ =
+        std::make_shared<const std::string>(ws::server_frame(ws::Opcode::ping, {}));
+};
+
+}  // namespace
+
+const Subscriber& ws_subscriber() {
+    static const WsSubscriber s;
+    return s;
+}
+
+}  // namespace m0::server
