@@ -27,7 +27,7 @@ DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt curl
 # the tests of --bus redis+sentinel:// (a master, a replica, three sentinels).
 DEB_PACKAGES += libhiredis-dev redis-server python3-redis redis-sentinel
 # WebSockets: libwslay-dev reads clients' frames (src/server/ws_conn.cpp);
-# python3-websockets is smoke 97-websocket's client (curl its handshake's).
+# python3-websockets is smoke 98-websocket's client (curl its handshake's).
 DEB_PACKAGES += libwslay-dev python3-websockets
 # systemd: sd_notify and socket activation (libsystemd), and
 # systemd-socket-activate, which smoke 10 starts m0serve under.

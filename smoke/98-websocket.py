@@ -38,7 +38,7 @@ from m0smoke import (  # noqa: E402
 
 import websockets  # noqa: E402  (Debian python3-websockets)
 
-SCRIPT = "97-websocket"
+SCRIPT = "98-websocket"
 RFC_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
 RFC_ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
 

@@ -69,6 +69,8 @@ struct Flag {
 const std::vector<Flag>& flags();
 // `rows` with TLS's rows (flags_tls.cpp) after the unix-owner one.
 std::vector<Flag> with_tls_rows(std::vector<Flag> rows);
+// `rows` with WebSocket's rows (flags_ws.cpp) after the cors-origin one.
+std::vector<Flag> with_ws_rows(std::vector<Flag> rows);
 // The row of --NAME (NAME without the dashes; not the positional); null when none.
 const Flag* find_flag(std::string_view name);
 // The flag (its name, no dashes) a name m0serve does not know is nearest to,
