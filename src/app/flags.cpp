@@ -7,6 +7,9 @@
 // built once, at its first use, and never changes.
 #include "app/flags.hpp"
 
+#include <algorithm>
+#include <iterator>
+
 #include "bus/channel.hpp"
 
 namespace m0::app {
@@ -660,6 +663,15 @@ const std::vector<Flag>& flags() {
 }
 
 #undef AT
+
+std::vector<Flag> insert_after(std::vector<Flag> rows, std::string_view after,
+                               std::vector<Flag> more) {
+    auto at =
+        std::find_if(rows.begin(), rows.end(), [&](const Flag& f) { return f.name == after; });
+    if (at != rows.end()) ++at;
+    rows.insert(at, std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    return rows;
+}
 
 const Flag* find_flag(std::string_view name) {
     for (const auto& f : flags())

@@ -67,6 +67,9 @@ struct Flag {
 
 // Every flag, in --help's order.
 const std::vector<Flag>& flags();
+// `rows` with `more` inserted after the row named `after` (at the end when none).
+std::vector<Flag> insert_after(std::vector<Flag> rows, std::string_view after,
+                               std::vector<Flag> more);
 // `rows` with TLS's rows (flags_tls.cpp) after the unix-owner one.
 std::vector<Flag> with_tls_rows(std::vector<Flag> rows);
 // `rows` with WebSocket's rows (flags_ws.cpp) after the cors-origin one.

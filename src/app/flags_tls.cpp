@@ -1,7 +1,5 @@
 // The flag table's TLS rows (flags.cpp has the rest and says how a row is
 // read). Main thread only, before anything else starts.
-#include <algorithm>
-
 #include "app/flags.hpp"
 
 namespace m0::app {
@@ -69,11 +67,7 @@ std::vector<Flag> with_tls_rows(std::vector<Flag> rows) {
             .to = on(AT(server.admin_tls)),
         },
     };
-    auto at = std::find_if(rows.begin(), rows.end(),
-                           [](const Flag& f) { return f.name == "unix-owner"; });
-    if (at != rows.end()) ++at;
-    rows.insert(at, tls.begin(), tls.end());
-    return rows;
+    return insert_after(std::move(rows), "unix-owner", std::move(tls));
 }
 
 #undef AT

@@ -1,7 +1,5 @@
 // The flag table's WebSocket rows (flags.cpp has the rest and says how a row
 // is read). Main thread only, before anything else starts.
-#include <algorithm>
-
 #include "app/flags.hpp"
 
 namespace m0::app {
@@ -54,11 +52,7 @@ std::vector<Flag> with_ws_rows(std::vector<Flag> rows) {
             .to = seconds(AT(server.ws.close_timeout)),
         },
     };
-    auto at = std::find_if(rows.begin(), rows.end(),
-                           [](const Flag& f) { return f.name == "cors-origin"; });
-    if (at != rows.end()) ++at;
-    rows.insert(at, ws.begin(), ws.end());
-    return rows;
+    return insert_after(std::move(rows), "cors-origin", std::move(ws));
 }
 
 #undef AT

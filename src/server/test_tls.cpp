@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "server/test_hold_rig.hpp"
@@ -37,7 +38,8 @@ struct Certs {
     std::filesystem::path dir;
     Certs() {
         char tmpl[] = "/tmp/m0-test-tls-XXXXXX";
-        dir = ::mkdtemp(tmpl);
+        if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+        dir = tmpl;
     }
     ~Certs() { std::filesystem::remove_all(dir); }
     std::string path(const std::string& name) const { return (dir / name).string(); }
