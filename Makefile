@@ -149,7 +149,7 @@ smoke-%: build fixtures-db
 	@[ -n "$(wildcard smoke/[0-9][0-9]-$*.py)" ] || { echo "make: no smoke/NN-$*.py"; exit 2; }
 	M0_REQUIRE_BROWSER=1 M0_REQUIRE_NGINX=1 $(PY) $(wildcard smoke/[0-9][0-9]-$*.py) --binary $(M0SERVE)
 
-test-browser: smoke-textshelf-browser
+test-browser: smoke-textshelf-browser smoke-browser-streams
 
 # ---- sanitizers ---------------------------------------------------------
 # Each has its own build folder, and CMake runs with its SANITIZER every time:

@@ -34,23 +34,19 @@ hears nothing of the same annotation.
 import os
 import re
 import secrets
-import shutil
-import subprocess
 import sys
-import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in smoke/ or src/wsgi/m0/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
     ROOT, Fail, Server, Smoke, check, check_hold_head, check_stream, leave, read_head_body, short)
+from browser_lib import BROWSER_DIR, CHROMIUM, main, node, relay  # noqa: E402
 from textshelf_lib import (  # noqa: E402
-    DOC, FIXTURE, MOJO_HEAD, User, key_file, new_key, read_events, seed,
+    DOC, MOJO_HEAD, User, key_file, new_key, read_events, seed,
     textshelf_server)
 
 SCRIPT = "50-textshelf-browser"
-CHROMIUM = "/usr/bin/chromium"
-BROWSER_DIR = os.path.join(FIXTURE, "browser")
 SCREENSHOT = os.path.join(ROOT, "build", "textshelf-live.png")
 NODE_BUDGET_S = 200.0  # test_live.mjs has its own 180 s watchdog
 
@@ -85,62 +81,10 @@ def restart(ctx, srv):
     return again
 
 
-def relay(cmd, cwd, env, budget, prefix, on_line=None):
-    """Runs cmd, copying its output lines to stderr as they come; returns
-    (rc, lines). rc is None when it was killed at the budget. With on_line,
-    each line is also passed to it, and what it returns (a line) is written
-    to cmd's stdin."""
-    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE if on_line else subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    lines = []
-
-    def pump():
-        for raw in p.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            lines.append(line)
-            sys.stderr.write("%s%s\n" % (prefix, line))
-            sys.stderr.flush()
-            answer = on_line(line) if on_line else None
-            if answer is not None:
-                try:
-                    p.stdin.write(answer.encode("utf-8") + b"\n")
-                    p.stdin.flush()
-                except OSError as e:
-                    sys.stderr.write("  could not answer %r: %s\n" % (line, e))
-
-    t = threading.Thread(target=pump, daemon=True)
-    t.start()
-    try:
-        rc = p.wait(budget)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, 9)  # its own session: node and the chromium it started
-        p.wait(10)
-        rc = None
-    t.join(5)
-    if p.stdin:
-        try:
-            p.stdin.close()
-        except OSError:
-            pass
-    return rc, lines
-
-
-def ensure_node_modules():
-    if os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
-        return
-    npm = shutil.which("npm")
-    check(npm, "fixtures/textshelf/browser/node_modules is missing and npm is not installed")
-    sys.stderr.write("  node_modules missing: npm ci --no-audit --no-fund (in %s)\n" % BROWSER_DIR)
-    rc, lines = relay([npm, "ci", "--no-audit", "--no-fund"], BROWSER_DIR, dict(os.environ), 600.0, "  npm| ")
-    check(rc == 0, "npm ci exited %r: %s" % (rc, lines[-1] if lines else "(no output)"))
-
-
 @smoke.phase(1, "browser: test_live.mjs against textshelf on m0serve (mojo and WSGI paths, 403s, badge, "
                 "reconnect after the admin POST /close, a server restart: m0-reset and the page's resync)")
 def phase1(ctx):
-    node = shutil.which("node")
-    check(node, "node is not installed")
-    ensure_node_modules()
+    node_path = node()
     srv = start(ctx)
     env = dict(os.environ)
     check(srv.admin and srv.admin_key, "the server has no admin listener and key (SERVER_ADMIN, SERVER_ADMIN_KEY)")
@@ -163,7 +107,7 @@ def phase1(ctx):
             return "@restart-failed %s: %s" % (type(e).__name__, " ".join(str(e).split()))
 
     t0 = time.monotonic()
-    rc, lines = relay([node, "test_live.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ", on_line)
+    rc, lines = relay([node_path, "test_live.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ", on_line)
     took = time.monotonic() - t0
     check(rc is not None, "test_live.mjs still running after %.0fs (killed)" % NODE_BUDGET_S)
     summary = [m for m in (re.match(r"^(\d+) passed, (\d+) failed, (\d+) skipped$", l) for l in lines) if m]
@@ -231,13 +175,4 @@ def phase2(ctx):
 
 
 if __name__ == "__main__":
-    if not os.path.exists(CHROMIUM) and not {"-h", "--help", "--list"} & set(sys.argv[1:]):
-        # `make test-browser` sets M0_REQUIRE_BROWSER: `make deps` installs
-        # Chromium, so its absence there is a failure, not a skip.
-        if os.environ.get("M0_REQUIRE_BROWSER"):
-            print("FAIL textshelf browser: %s not installed (make deps installs it)" % CHROMIUM,
-                  flush=True)
-            sys.exit(1)
-        print("SKIP textshelf browser: %s not installed" % CHROMIUM, flush=True)
-        sys.exit(0)
-    sys.exit(smoke.main())
+    main(smoke, "textshelf browser")

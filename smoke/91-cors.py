@@ -29,22 +29,20 @@ node_modules are installed with `npm ci` in fixtures/cors/browser when missing.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import threading
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import m0smoke  # noqa: E402
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, ROOT, Conn, Fail, Smoke, check, check_hold_head, free_port, http,
+    DJANGO_ARGS, ROOT, Conn, Smoke, check, check_hold_head, free_port, http,
     read_head_body, short)
+from browser_lib import CHROMIUM, node, relay  # noqa: E402
 
 SCRIPT = "91-cors"
 ADMIN_KEY = "smoke-admin-key-91cors-3f9a"
-CHROMIUM = "/usr/bin/chromium"
 FIXTURE = os.path.join(ROOT, "fixtures", "cors")
 BROWSER_DIR = os.path.join(FIXTURE, "browser")
 PAGE_HOST = "127.0.0.2"  # the page's origin: another host than m0serve's 127.0.0.1
@@ -154,42 +152,6 @@ def phase3(ctx):
 
 # ---- the browser -------------------------------------------------------------
 
-def run_logged(cmd, cwd, env, budget, prefix):
-    """Runs cmd in its own session, copying its lines to stderr; returns (rc,
-    lines), rc None when it was killed (with what it started) at the budget."""
-    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, start_new_session=True)
-    m0smoke._started.append(p)
-    lines = []
-
-    def pump():
-        for raw in p.stdout:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            lines.append(line)
-            sys.stderr.write("%s%s\n" % (prefix, line))
-
-    t = threading.Thread(target=pump, daemon=True)
-    t.start()
-    try:
-        rc = p.wait(budget)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(10)
-        rc = None
-    t.join(5)
-    return rc, lines
-
-
-def ensure_node_modules():
-    if os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
-        return
-    npm = shutil.which("npm")
-    check(npm, "fixtures/cors/browser/node_modules is missing and npm is not installed")
-    rc, lines = run_logged([npm, "ci", "--no-audit", "--no-fund"], BROWSER_DIR, dict(os.environ), 600.0,
-                           "  npm| ")
-    check(rc == 0, "npm ci exited %r: %s" % (rc, lines[-1] if lines else "(no output)"))
-
-
 def page_server(ctx):
     """Python's http.server on 127.0.0.2 serving fixtures/cors/ (page.html);
     stopped by PID when the phase ends. Returns its origin."""
@@ -226,9 +188,7 @@ def grant_for(channel, keys):
                 "(grant in the URL, no cookie) is refused without --cors-origin, and receives an event "
                 "published after it opened with --cors-origin http://127.0.0.2:PORT", timeout=180.0)
 def phase4(ctx):
-    node = shutil.which("node")
-    check(node, "node is not installed")
-    ensure_node_modules()
+    node_path = node(BROWSER_DIR)
     origin = page_server(ctx)
     keys = [("k1", os.urandom(32).hex())]
     key_path = ctx.tmpfile("grant.keys", "".join("%s %s\n" % k for k in keys))
@@ -246,7 +206,7 @@ def phase4(ctx):
     env = dict(os.environ)
     env.pop("HEADED", None)
     env.update({"PAGE_URL": origin + "/page.html", "CASES": json.dumps(cases), "CHROMIUM": CHROMIUM})
-    rc, lines = run_logged([node, "test_cors.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ")
+    rc, lines = relay([node_path, "test_cors.mjs"], BROWSER_DIR, env, NODE_BUDGET_S, "  node| ")
     check(rc is not None, "test_cors.mjs still running after %.0fs (killed)" % NODE_BUDGET_S)
     failed = [l for l in lines if l.startswith("FAIL ")]
     check(rc == 0 and not failed and "2 passed, 0 failed" in lines,

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""smoke-browser-streams: many live streams from one page, in Chromium
+(fixtures/textshelf/browser/streams.mjs: playwright-core driving Debian's
+/usr/bin/chromium), over plain HTTP and over TLS.
+
+    m0serve --listen 127.0.0.1:P --mount /native=mojo --realtime \\
+            --heartbeat 60 --admin-listen 127.0.0.1:P2 --admin-key-file F \\
+            [--certfile LEAF --keyfile KEY]
+
+The page (the server's /native/hello) opens 50 EventSources to
+/native/hold?channel=bs-N, or 50 WebSockets to /native/ws?channel=bs-N, on
+its own origin; once no more open, one admin POST /publish sends an event
+to each channel; the script reports how many opened, how many got their
+own event (exactly once) and the page's protocol.
+
+Phase 1, HTTP/1.1: Chromium keeps at most six connections to one origin,
+so six EventSources open and get their events and the other 44 wait (the
+stall HTTP/2 is for). Phase 2, over TLS (a certificate from the smoke's own
+CA, which Chromium is told to accept): the same EventSources over https;
+50 WebSockets over wss (not bound by the six) all open and each gets its
+event as a JSON message.
+
+Needs /usr/bin/chromium (without it: one SKIP line, exit 0; FAIL with
+M0_REQUIRE_BROWSER=1, as `make test-browser` and CI set it) and the
+playwright-core package (npm ci in fixtures/textshelf/browser when missing).
+"""
+
+import json
+import os
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in smoke/ or src/wsgi/m0/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from m0smoke import Smoke, check, short  # noqa: E402
+from browser_lib import BROWSER_DIR, CHROMIUM, main, node, relay  # noqa: E402
+from tls_lib import Pki  # noqa: E402
+
+SCRIPT = "96-browser-streams"
+ADMIN_KEY = "smoke-admin-key-96-browser-streams"
+STREAMS = 50
+BROWSER_LIMIT = 6  # Chromium's HTTP/1.1 connections to one origin
+
+smoke = Smoke(SCRIPT, __doc__, phase_timeout=120.0)
+
+
+def server(ctx, tls=None):
+    args = ["--mount", "/native=mojo", "--realtime", "--heartbeat", "60",
+            "--admin-key-file", ctx.tmpfile("admin.key", ADMIN_KEY + "\n")]
+    if tls:
+        args += ["--certfile", tls[0], "--keyfile", tls[1]]
+    return ctx.server(args, admin=True, admin_key=ADMIN_KEY)
+
+
+def pages(srv, scheme, modes):
+    """Runs streams.mjs, each of `modes` (sse, ws) in turn in one browser;
+    returns their results by mode."""
+    env = dict(os.environ, BASE_URL="%s://%s:%d" % ((scheme,) + srv.addr), MODES=",".join(modes),
+               STREAMS=str(STREAMS), ADMIN_URL="http://%s:%d" % srv.admin, ADMIN_KEY=ADMIN_KEY,
+               CHROMIUM=CHROMIUM, INSECURE="1" if scheme == "https" else "0")
+    rc, lines = relay([node(), "streams.mjs"], BROWSER_DIR, env, 90.0, "  node| ")
+    check(rc is not None, "streams.mjs over %s still running after 90 s (killed)" % scheme)
+    results = {r["mode"]: r for r in (json.loads(l[len("@result "):]) for l in lines
+                                      if l.startswith("@result "))}
+    check(rc == 0 and set(results) == set(modes), "streams.mjs over %s exited %r: %s" % (
+        scheme, rc, short(lines[-3:])))
+    for mode, r in results.items():
+        check(not r["wrong"], "%s over %s: streams got other than their own one event: %s" % (
+            mode, scheme, short(json.dumps(r["wrong"]), 300)))
+    return results
+
+
+def check_page(srv, scheme, modes):
+    got = pages(srv, scheme, modes)
+    r = got["sse"]
+    check(r["protocol"] == "http/1.1", "the page came over %r, want http/1.1" % r["protocol"])
+    check(r["opened"] == BROWSER_LIMIT and r["received"] == BROWSER_LIMIT,
+          "EventSources over %s: %d opened, %d got their event; want %d each (Chromium's limit "
+          "of HTTP/1.1 connections to one origin)" % (scheme, r["opened"], r["received"], BROWSER_LIMIT))
+    sys.stderr.write("  [%s] EventSources: %d opened, %d waiting\n" % (scheme, r["opened"], r["pending"]))
+    w = got.get("ws")
+    if w:
+        check(w["opened"] == STREAMS and w["received"] == STREAMS and not w["errors"],
+              "WebSockets over %s: %d of %d opened, %d got their event, %d errors" % (
+                  scheme, w["opened"], STREAMS, w["received"], w["errors"]))
+        sys.stderr.write("  [%s] WebSockets: %d of %d got their event\n" % (scheme, w["received"], STREAMS))
+
+
+@smoke.phase(1, "HTTP/1.1: of 50 EventSources on one page six open and get their events, 44 wait "
+                "(Chromium's six connections to one origin)")
+def phase1(ctx):
+    check_page(server(ctx), "http", ["sse"])
+
+
+@smoke.phase(2, "TLS: the same EventSources over https; 50 WebSockets over wss all open and each "
+                "gets its event (WebSockets are not bound by the six)")
+def phase2(ctx):
+    pki = Pki(ctx)
+    check_page(server(ctx, pki.leaf("leaf", 2)), "https", ["sse", "ws"])
+
+
+if __name__ == "__main__":
+    main(smoke, "browser streams")
