@@ -27,7 +27,11 @@ serves on; a client that connects and sends nothing, or starts a handshake
 and stalls, is closed after --tls-handshake-timeout (1 s here, while
 --header-timeout is 30). Phase 6: SIGHUP with a new certificate: new
 connections see its serial, a connection opened before keeps working; a
-bad file then: one log line, and the certificate in use is kept.
+bad file then: one log line, and the certificate in use is kept. Phase 7:
+--workers 2 (a mojo mount alone): a TLS 1.3 session saved from one
+connection is resumed by every later connection, until both workers have
+served some (their debug lines say which), so a worker resumes the other's
+tickets.
 """
 
 import os
@@ -326,6 +330,37 @@ def phase6(ctx):
     r, serial = tls_get(srv.addr, tls, "/native/hello")
     check(r.status == 200 and serial == 6002, "after a bad SIGHUP: %s, serial %d, want 6002" % (
         r.summary(), serial))
+
+
+@smoke.phase(7, "--workers 2: a TLS session saved from one connection is resumed by every later "
+                "one, on both workers (one worker opens the other's tickets)")
+def phase7(ctx):
+    pki = Pki(ctx)
+    cert, key = pki.leaf("a", 7001)
+    srv = ctx.server(["--mount", "/native=mojo", "--workers", "2", "--log-level", "debug",
+                      "--certfile", cert, "--keyfile", key])
+    m0smoke.wait_for(lambda: "as worker 1" in srv.log_text() and "as worker 0" in srv.log_text(),
+                     30.0, what="both workers listening")
+    req = b"GET /native/hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    sess = pki.path("sess-workers.pem")
+    rc, out, err = s_client(srv.addr, ["-tls1_3", "-CAfile", pki.ca, "-ign_eof", "-sess_out", sess],
+                            stdin=req)
+    check(rc == 0 and "New, TLSv1.3" in out, "first connection: %s" % short(out, 600))
+
+    def served():
+        return {w for w in ("0", "1") if "m0serve worker=%s: debug: GET /native/hello" % w in srv.log_text()}
+    # The kernel spreads connections over the workers' sockets by the
+    # client's port: a few are enough to reach both.
+    tries = 0
+    while served() != {"0", "1"} and tries < 30:
+        tries += 1
+        rc, out, err = s_client(srv.addr, ["-tls1_3", "-CAfile", pki.ca, "-ign_eof", "-sess_in", sess],
+                                stdin=req)
+        check(rc == 0 and "Reused, TLSv1.3" in out and "hello from mojo" in out,
+              "connection %d was not resumed (workers so far: %s): %s" % (
+                  tries, sorted(served()), short(out, 900)))
+    check(served() == {"0", "1"}, "%d connections reached only worker(s) %s" % (tries, sorted(served())))
+    sys.stderr.write("  [phase 7] %d resumed connections reached both workers\n" % tries)
 
 
 if __name__ == "__main__":

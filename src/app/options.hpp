@@ -17,6 +17,7 @@
 #include "hold/hold.hpp"
 #include "loop/log.hpp"
 #include "server/server.hpp"
+#include "server/tls.hpp"
 
 namespace m0::app {
 
@@ -89,6 +90,10 @@ struct Options {
     std::string bus_password_file;  // --bus-password-file: the Redis password's file
     std::string access_log;         // --access-log: a path, "-" for standard output; empty: off
     std::string certfile, keyfile;  // --certfile, --keyfile: TLS (both or neither)
+    // Not a flag: the TLS session ticket keys, made by the process that read
+    // the flags (before --workers forks), so that every worker has the same
+    // (server/tls.hpp). Set with certfile.
+    server::TicketKeys tls_ticket_keys{};
 };
 
 // Parses argv[1..argc), after the keys of --config FILE when given, by the

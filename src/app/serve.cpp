@@ -369,7 +369,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         std::string err;
         o.certfile = absolute(o.certfile);
         o.keyfile = absolute(o.keyfile);
-        o.server.tls = m0::server::TlsContext::load(o.certfile, o.keyfile, err);
+        o.server.tls = m0::server::TlsContext::load(o.certfile, o.keyfile, o.tls_ticket_keys, err);
         if (!o.server.tls) die(err);
     }
 
@@ -652,6 +652,8 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
         for (const auto& l : o.listens)
             if (std::string err; l.path.empty() && !server::check_port_free(l.host, l.port, err))
                 die(err);
+    // Made here, before any fork: every worker seals TLS tickets with them.
+    if (!o.certfile.empty()) o.tls_ticket_keys = server::new_ticket_keys();
     // --check loads and binds once, in this process, with no workers.
     if (o.workers > 1 && !o.check) {
         std::vector<int> listeners;

@@ -73,11 +73,13 @@ struct TlsClient {
     std::string in;
     bool eof = false;
 
-    explicit TlsClient(uint16_t port) {
+    // With `resume`, the handshake offers that session (its ticket).
+    explicit TlsClient(uint16_t port, SSL_SESSION* resume = nullptr) {
         fd = connect_loopback(port);
         ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
         ssl = SSL_new(ctx);
         SSL_set_fd(ssl, fd);
+        if (resume) SSL_set_session(ssl, resume);
     }
     ~TlsClient() {
         SSL_free(ssl);
@@ -118,12 +120,14 @@ struct TlsRig : ServerRig {
     }
 };
 
-// A config with TLS on, its certificate "a" made with `serial`.
-ServerConfig tls_config(const Certs& certs, int serial) {
-    REQUIRE(certs.make("a", serial));
+// A config with TLS on, its certificate "a" made with `serial` (or made
+// before: 0); with `keys`, its tickets sealed with them.
+ServerConfig tls_config(const Certs& certs, int serial, const TicketKeys* keys = nullptr) {
+    if (serial) REQUIRE(certs.make("a", serial));
     std::string err;
     ServerConfig cfg;
-    cfg.tls = TlsContext::load(certs.path("a.pem"), certs.path("a.key"), err);
+    cfg.tls = keys ? TlsContext::load(certs.path("a.pem"), certs.path("a.key"), *keys, err)
+                   : TlsContext::load(certs.path("a.pem"), certs.path("a.key"), err);
     INFO(err);
     REQUIRE(cfg.tls);
     return cfg;
@@ -313,4 +317,53 @@ TEST_CASE(
     CHECK(rig.metrics.connections_refused.load() == 1);
     first.pump();
     CHECK_FALSE(first.eof);
+}
+
+namespace {
+
+// One GET over TLS to `rig` (its listener on `port`), offering `resume`;
+// whether the server resumed that session. `*out` (when given) gets the
+// session the server gave (its ticket read with the answer).
+bool get_resumed(TlsRig& rig, uint16_t port, SSL_SESSION* resume, SSL_SESSION** out = nullptr) {
+    TlsClient c(port, resume);
+    REQUIRE(rig.step_until([&] { return c.handshake(); }));
+    REQUIRE(c.write(kGet));
+    REQUIRE(rig.step_until([&] {
+        c.pump();
+        return c.in.find("ok\n") != std::string::npos;
+    }));
+    if (out) *out = SSL_get1_session(c.ssl);
+    const bool resumed = SSL_session_reused(c.ssl) == 1;
+    // A close_notify: OpenSSL marks a session freed without one not resumable.
+    SSL_shutdown(c.ssl);
+    return resumed;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "tls: a ticket from one context resumes on another loaded with the same keys (two "
+    "workers), and after a reload; not where the keys differ",
+    "[tls][server]") {
+    Certs certs;
+    REQUIRE(certs.make("a", 71));
+    const TicketKeys keys = new_ticket_keys();
+    ServerConfig cfg = tls_config(certs, 0, &keys);
+    const std::shared_ptr<TlsContext> tls = cfg.tls;
+    TlsRig first(std::move(cfg));
+    TlsRig second(tls_config(certs, 0, &keys));
+    TlsRig other(tls_config(certs, 0));  // keys of its own
+    const uint16_t p1 = listen_tls(first), p2 = listen_tls(second), p3 = listen_tls(other);
+
+    SSL_SESSION* session = nullptr;
+    CHECK_FALSE(get_resumed(first, p1, nullptr, &session));
+    REQUIRE(session);
+    CHECK(SSL_SESSION_has_ticket(session) == 1);
+    CHECK(get_resumed(first, p1, session));
+    CHECK(get_resumed(second, p2, session));  // another worker, the same keys
+    CHECK_FALSE(get_resumed(other, p3, session));
+    std::string err;
+    REQUIRE(tls->reload(err));
+    CHECK(get_resumed(first, p1, session));  // a reload keeps the keys
+    SSL_SESSION_free(session);
 }

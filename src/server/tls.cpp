@@ -1,13 +1,16 @@
 // TlsContext: see tls.hpp's DESIGN note.
 #include "server/tls.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 namespace m0::server {
 
@@ -59,8 +62,10 @@ bool readable(const std::string& flag, const std::string& path, std::string& err
     return true;
 }
 
-// A new server context for the two files; null with `err` set.
-SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile, std::string& err) {
+// A new server context for the two files, its tickets sealed with `keys`;
+// null with `err` set.
+SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile,
+                      const TicketKeys& keys, std::string& err) {
     if (!readable("--certfile", certfile, err) || !readable("--keyfile", keyfile, err))
         return nullptr;
     ERR_clear_error();
@@ -83,10 +88,15 @@ SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile, s
         return fail("cannot set the TLS 1.2 ciphers: " + openssl_error());
     // Resumption: a session cache on the server (RFC 5246 §7.3's session
     // ids) and tickets (RFC 5077; TLS 1.3's NewSessionTicket, RFC 8446 §4.6.1),
-    // both OpenSSL's defaults for a server, with this context's id.
+    // both OpenSSL's defaults for a server, with this context's id. The
+    // tickets' keys are the caller's, not the random ones OpenSSL makes for
+    // each context (tls.hpp says why).
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
     static constexpr unsigned char kSessionContext[] = "m0serve";
     SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+    if (SSL_CTX_set_tlsext_ticket_keys(ctx, const_cast<unsigned char*>(keys.data()),
+                                       static_cast<long>(keys.size())) != 1)
+        return fail("cannot set the TLS session ticket keys: " + openssl_error());
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     if (SSL_CTX_use_certificate_chain_file(ctx, certfile.c_str()) != 1)
         return fail("--certfile " + certfile + ": not a PEM certificate: " + openssl_error());
@@ -106,20 +116,38 @@ SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile, s
 
 }  // namespace
 
-TlsContext::TlsContext(std::string certfile, std::string keyfile, SSL_CTX* ctx)
-    : certfile_(std::move(certfile)), keyfile_(std::move(keyfile)), ctx_(ctx) {}
+TicketKeys new_ticket_keys() {
+    TicketKeys keys;
+    if (RAND_bytes(keys.data(), static_cast<int>(keys.size())) != 1)
+        throw std::runtime_error("TLS: no random bytes for the session ticket keys: " +
+                                 openssl_error());
+    return keys;
+}
 
-TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+TlsContext::TlsContext(std::string certfile, std::string keyfile, const TicketKeys& keys,
+                       SSL_CTX* ctx)
+    : certfile_(std::move(certfile)), keyfile_(std::move(keyfile)), keys_(keys), ctx_(ctx) {}
+
+TlsContext::~TlsContext() {
+    SSL_CTX_free(ctx_);
+    OPENSSL_cleanse(keys_.data(), keys_.size());
+}
 
 std::shared_ptr<TlsContext> TlsContext::load(const std::string& certfile,
                                              const std::string& keyfile, std::string& err) {
-    SSL_CTX* ctx = make_context(certfile, keyfile, err);
+    return load(certfile, keyfile, new_ticket_keys(), err);
+}
+
+std::shared_ptr<TlsContext> TlsContext::load(const std::string& certfile,
+                                             const std::string& keyfile, const TicketKeys& keys,
+                                             std::string& err) {
+    SSL_CTX* ctx = make_context(certfile, keyfile, keys, err);
     if (!ctx) return nullptr;
-    return std::shared_ptr<TlsContext>(new TlsContext(certfile, keyfile, ctx));
+    return std::shared_ptr<TlsContext>(new TlsContext(certfile, keyfile, keys, ctx));
 }
 
 bool TlsContext::reload(std::string& err) {
-    SSL_CTX* fresh = make_context(certfile_, keyfile_, err);
+    SSL_CTX* fresh = make_context(certfile_, keyfile_, keys_, err);
     if (!fresh) return false;
     SSL_CTX* old;
     {

@@ -14,12 +14,22 @@
 // The context: TLS 1.2 and 1.3 only; for 1.2 the ECDHE AEAD suites
 // (Mozilla's "intermediate"), 1.3's own defaults; no renegotiation, no
 // compression; ALPN offers http/1.1 alone (h2 joins once HTTP/2 is served:
-// offering it first would break clients that pick it); resumption by
-// session tickets and by the server's session cache (both per context: a
-// reload, and each --workers process, start their own); idle read and write
+// offering it first would break clients that pick it); idle read and write
 // buffers released (SSL_MODE_RELEASE_BUFFERS), which most of a held
 // connection's TLS memory is.
+//
+// Resumption: by session tickets (RFC 5077, TLS 1.3's NewSessionTicket) and
+// by the server's session cache (TLS 1.2 session ids; per context). The
+// tickets are sealed with keys made once (new_ticket_keys) by the process
+// that reads the flags, before --workers forks: every worker, and every
+// worker a roll or a restart forks later, seals and opens tickets with the
+// same keys, so a client resumes whichever worker the kernel hands its
+// connection to; and a reload keeps them, so a renewed certificate does not
+// cost every client a full handshake. They live in memory only and are new
+// with each start or binary upgrade (as OpenSSL's own per-context keys
+// would be, which differ between workers and reloads).
 #pragma once
+#include <array>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,13 +47,25 @@ inline constexpr unsigned char kTlsHandshakeByte = 0x16;
 // a TLS handshake. Any thread.
 inline bool starts_tls(unsigned char first) { return first == kTlsHandshakeByte; }
 
+// Session ticket keys: OpenSSL's 80 bytes (the key name, the HMAC key and
+// the AES key; SSL_CTX_set_tlsext_ticket_keys).
+using TicketKeys = std::array<unsigned char, 80>;
+
+// Fresh random ticket keys (OpenSSL's RAND_bytes); throws when there are
+// none to be had. Any thread.
+TicketKeys new_ticket_keys();
+
 class TlsContext {
   public:
     // The context of `certfile` (PEM: the certificate, then its chain) and
     // `keyfile` (PEM). Null with `err` set to one line naming the file when
     // one cannot be read or the key is not the certificate's. Any thread.
+    // Its tickets are sealed with `keys` (the other form makes new ones), and
+    // so are those of every context a reload makes.
     static std::shared_ptr<TlsContext> load(const std::string& certfile, const std::string& keyfile,
                                             std::string& err);
+    static std::shared_ptr<TlsContext> load(const std::string& certfile, const std::string& keyfile,
+                                            const TicketKeys& keys, std::string& err);
     ~TlsContext();
     TlsContext(const TlsContext&) = delete;
     TlsContext& operator=(const TlsContext&) = delete;
@@ -59,8 +81,9 @@ class TlsContext {
     const std::string& keyfile() const { return keyfile_; }
 
   private:
-    TlsContext(std::string certfile, std::string keyfile, ssl_ctx_st* ctx);
+    TlsContext(std::string certfile, std::string keyfile, const TicketKeys& keys, ssl_ctx_st* ctx);
     const std::string certfile_, keyfile_;
+    TicketKeys keys_;  // set at load, read by reload (on the thread that reloads)
     mutable std::mutex mu_;
     ssl_ctx_st* ctx_;  // under mu_: the context new connections are made from
 };
