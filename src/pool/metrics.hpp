@@ -23,6 +23,11 @@ struct Metrics {
     std::atomic<uint64_t> accept_paused{0};        // accept() out of fds: listeners paused
     std::atomic<uint64_t> requests_total{0};
     std::atomic<uint64_t> requests_timed_out{0};  // 504s past --request-timeout
+    // TLS client connections (not the admin listener's); loop threads bump them.
+    std::atomic<uint64_t> tls_handshakes{0};         // handshakes completed
+    std::atomic<uint64_t> tls_resumed{0};            // of them, sessions resumed
+    std::atomic<uint64_t> tls_handshakes_failed{0};  // closed before a handshake completed
+    std::atomic<uint64_t> tls_plain_refused{0};      // plain HTTP on a TLS port (400)
 };
 
 }  // namespace m0

@@ -66,6 +66,7 @@ struct Server::Conn {
     // TLS (an OpenSSL bufferevent): never lean, never written to its socket
     // but through the bufferevent (hold_output.cpp).
     bool tls = false;
+    bool tls_pending = false;  // TLS: its handshake has not completed (tls_connected)
     uint16_t remote_port = 0;
     // Until a hold goes lean: the socket's reads, writes and write timeout.
     bufferevent* bev = nullptr;

@@ -63,6 +63,15 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
     line(o, "m0_requests_total", "counter", "Requests parsed.", m.requests_total.load());
     line(o, "m0_requests_timed_out_total", "counter",
          "Requests answered 504 past --request-timeout.", m.requests_timed_out.load());
+    line(o, "m0_tls_handshakes_total", "counter", "TLS handshakes completed.",
+         m.tls_handshakes.load());
+    line(o, "m0_tls_resumed_total", "counter", "TLS handshakes that resumed a session.",
+         m.tls_resumed.load());
+    line(o, "m0_tls_handshake_failures_total", "counter",
+         "TLS connections closed before a handshake completed (silent, stalled or refused).",
+         m.tls_handshakes_failed.load());
+    line(o, "m0_tls_plain_requests_total", "counter",
+         "Plain HTTP requests on a TLS port, answered 400.", m.tls_plain_refused.load());
     o.append("# HELP m0_pool_busy_threads Pool threads running a job now.\n");
     o.append("# TYPE m0_pool_busy_threads gauge\n");
     for (const Pool* p : pools)

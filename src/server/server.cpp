@@ -107,7 +107,7 @@ SlotRef Server::adopt_conn(int fd, std::string remote_addr, uint16_t remote_port
         // The handshake runs as the bufferevent reads; BEV_EVENT_CONNECTED
         // says it is done (on_event). Freeing the bufferevent frees the SSL
         // and closes the socket.
-        c.tls = true;
+        c.tls = c.tls_pending = true;
         c.bev = bufferevent_openssl_socket_new(loop_.base(), fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
                                                BEV_OPT_CLOSE_ON_FREE);
         // A client that closes its socket without close_notify has ended its
@@ -455,10 +455,7 @@ void Server::on_event(bufferevent*, short what, void* arg) {
     auto& c = *static_cast<Conn*>(arg);
     Server& s = *c.server;
     if (what & BEV_EVENT_CONNECTED) {
-        // A TLS handshake is done: from now on the connection has
-        // --header-timeout for its first request, as a plain one from its accept.
-        if (c.phase == Phase::reading && !c.parser->in_message())
-            s.arm_timer(c, s.cfg_.header_timeout);
+        s.tls_connected(c);
         return;
     }
     if (c.tls && (what & BEV_EVENT_ERROR) && !c.dispatched) {
@@ -565,6 +562,7 @@ void Server::on_timeout(Conn& c) {
 void Server::close_conn(Conn& c) {
     SlotRef slot = c.slot;
     if (c.access) access_end(c);  // before the hold's count goes
+    if (c.tls_pending && !c.admin) metrics_.tls_handshakes_failed.fetch_add(1);
     holds_.release(slot);
     if (c.stream) c.stream->cancel();
     ring_.cancels.cancel(slot);  // a job still queued for this client is not run

@@ -304,7 +304,8 @@ class Server final : private HoldSink {
     void start_tls(const Listener& l, int fd, std::string remote_addr, uint16_t remote_port);
     static void on_peek(evutil_socket_t, short, void*);
     void end_peek(TlsPeek& p, bool close_fd);
-    void close_peeks();  // the destructor: every peek's socket closed
+    void close_peeks();           // the destructor: every peek's socket closed
+    void tls_connected(Conn& c);  // BEV_EVENT_CONNECTED: the handshake is done
     SlotRef alloc_slot();
     static void on_accept(evconnlistener*, evutil_socket_t, sockaddr*, int, void*);
     static void on_accept_error(evconnlistener*, void*);

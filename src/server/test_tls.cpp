@@ -239,6 +239,9 @@ TEST_CASE(
 
     over_tls();  // the server serves on
     CHECK(rig.schemes.back() == "https");
+    CHECK(rig.metrics.tls_handshakes.load() == 2);
+    CHECK(rig.metrics.tls_plain_refused.load() == 1);
+    CHECK(rig.metrics.tls_handshakes_failed.load() == 0);
 }
 
 TEST_CASE(
@@ -265,6 +268,8 @@ TEST_CASE(
     }
     CHECK(rig.step_until([&] { return rig.server->connections() == 0; }));
     CHECK(rig.schemes.empty());
+    CHECK(rig.metrics.tls_handshakes_failed.load() == 2);  // one a peek, one a stalled handshake
+    CHECK(rig.metrics.tls_handshakes.load() == 0);
 }
 
 TEST_CASE(
@@ -366,4 +371,7 @@ TEST_CASE(
     REQUIRE(tls->reload(err));
     CHECK(get_resumed(first, p1, session));  // a reload keeps the keys
     SSL_SESSION_free(session);
+    CHECK(first.metrics.tls_handshakes.load() == 3);
+    CHECK(first.metrics.tls_resumed.load() == 2);
+    CHECK(other.metrics.tls_resumed.load() == 0);
 }

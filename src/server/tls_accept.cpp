@@ -16,9 +16,14 @@
 // - the end of the stream, an error, or --tls-handshake-timeout with no
 //   byte: the socket is closed.
 // So a client that connects and never finishes its handshake costs a socket
-// for the timeout, never a slot for ever. A peek counts against
+// for the timeout, never a slot for ever. The metrics count completed
+// handshakes (and those resumed), connections that closed before one
+// completed (a peek's too), and plain requests refused; the admin
+// listener's are not counted, as its connections are not. A peek counts against
 // --max-connections as a connection does; a drain waits for it (it ends
 // within the timeout) as for a connection accepted before the listener closed.
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -48,6 +53,7 @@ void Server::start_tls(const Listener& l, int fd, std::string remote_addr, uint1
 
 void Server::end_peek(TlsPeek& p, bool close_fd) {
     if (!p.via->admin) open_clients_->fetch_sub(1);
+    if (close_fd && !p.via->admin) metrics_.tls_handshakes_failed.fetch_add(1);
     event_free(p.ev);
     if (close_fd) evutil_closesocket(p.fd);
     peeks_.erase(p.fd);  // `p` is gone
@@ -91,6 +97,7 @@ void Server::on_peek(evutil_socket_t fd, short what, void* arg) {
         // A plain HTTP client on a TLS port: told so in plain HTTP, as
         // nginx tells it, then closed; the request is not served.
         SlotRef slot = s.adopt_conn(fd, addr, port, via->admin, nullptr, s.cfg_.header_timeout);
+        if (!via->admin) s.metrics_.tls_plain_refused.fetch_add(1);
         if (Conn* c = s.find(slot)) {
             c->via = via;
             s.fail_request(*c, 400, "plain HTTP request sent to a TLS port");
@@ -105,6 +112,18 @@ void Server::on_peek(evutil_socket_t fd, short what, void* arg) {
     }
     SlotRef slot = s.adopt_conn(fd, addr, port, via->admin, ssl, left);
     if (Conn* c = s.find(slot)) c->via = via;
+}
+
+void Server::tls_connected(Conn& c) {
+    c.tls_pending = false;
+    if (!c.admin) {
+        metrics_.tls_handshakes.fetch_add(1);
+        if (SSL_session_reused(bufferevent_openssl_get_ssl(c.bev)) == 1)
+            metrics_.tls_resumed.fetch_add(1);
+    }
+    // From now on the connection has --header-timeout for its first
+    // request, as a plain one from its accept.
+    if (c.phase == Phase::reading && !c.parser->in_message()) arm_timer(c, cfg_.header_timeout);
 }
 
 }  // namespace m0::server
