@@ -30,6 +30,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,11 @@ void detach_thread();
 // thread's state; release it if this thread holds it (else nothing).
 void take_gil();
 void drop_gil();
+// How long a pool thread keeps the GIL across jobs while another waits for it
+// (Pool::Hooks::keep_for): half the switch interval (sys.getswitchinterval()),
+// so it lets go where a job ends before CPython would take the GIL midway
+// through one; zero without an interpreter. Takes the GIL itself.
+std::chrono::nanoseconds gil_keep_for();
 // Retakes the GIL and finalizes. Call after the pools are joined.
 void stop();
 

@@ -518,7 +518,11 @@ std::shared_ptr<FileBody> take_file(Job& j, PyObject* result, const std::string&
 WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
     : handoff_(std::move(handoff)),
       pool_("wsgi", threads, max_queued,
-            {.init = attach_thread, .exit = detach_thread, .enter = take_gil, .leave = drop_gil}) {}
+            {.init = attach_thread,
+             .exit = detach_thread,
+             .enter = take_gil,
+             .leave = drop_gil,
+             .keep_for = gil_keep_for()}) {}
 
 Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req,
                            const hold::Handoff* via) {
@@ -649,8 +653,8 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
         j.resp.body.clear();
         send_chunk(j, std::move(body));
     }
+    // The pool's enter hook took the GIL: its leave hook lets it go (keep_for).
     PyGILState_Release(gil);
-    drop_gil();  // taken by the pool's enter hook, when there is one
 
     switch (outcome) {
         case Outcome::failed_before_head:
