@@ -1,5 +1,7 @@
 #include "pool/pool.hpp"
 
+#include <utility>
+
 #include "loop/log.hpp"
 
 namespace m0 {
@@ -31,7 +33,12 @@ Admission Pool::submit(Job job, std::shared_ptr<const CancelFlag> cancel, bool q
         // A ready thread looks at the queue before it sleeps (it decrements
         // ready_ under this lock first): it takes a quick job in microseconds.
         // A thread waiting in `enter` takes it, or wakes the next to wait.
-        if ((!quick || ready_ == 0) && !entering_) wake = take_latest_locked();
+        if (lingering_) {
+            wake = std::exchange(lingering_, nullptr);
+            wake->woken = true;
+        } else if ((!quick || ready_ == 0) && !entering_) {
+            wake = take_latest_locked();
+        }
     }
     if (wake) wake->cv.notify_one();  // a sleeper lives as long as the pool
     return Admission::queued;
@@ -126,6 +133,13 @@ void Pool::worker(size_t index) {
         if (job) --running_;
         if (job && !quick) ++ready_;
         held = job && keep_locked();
+        if (!held && job && linger_locked()) {
+            lingering_ = &me;
+            me.woken = false;
+            me.cv.wait_for(lock, hooks_.linger, [&] { return me.woken; });
+            if (lingering_ == &me) lingering_ = nullptr;
+            held = keep_locked();
+        }
         if (!held && hooks_.leave) {
             lock.unlock();
             hooks_.leave();
@@ -142,6 +156,11 @@ bool Pool::keep_locked() const {
     // Another thread in a job may be waiting for what this one holds.
     if (paused_ || queue_.empty() || running_ > 0) return false;
     return !entering_ || Clock::now() - enter_since_ < hooks_.keep_for;
+}
+
+bool Pool::linger_locked() const {
+    return hooks_.linger.count() > 0 && hooks_.enter && !paused_ && !stopping_ && queue_.empty() &&
+           running_ == 0;
 }
 
 Pool::Sleeper* Pool::take_latest_locked() {
@@ -168,6 +187,10 @@ void Pool::stop() {
         stopping_ = true;
         paused_ = false;
         woken = take_idle_locked();
+        if (lingering_) {
+            lingering_->woken = true;
+            woken.push_back(std::exchange(lingering_, nullptr));
+        }
     }
     for (Sleeper* s : woken) s->cv.notify_one();
     for (auto& t : threads_)

@@ -81,8 +81,11 @@ struct Token {
         std::lock_guard lock(mu);
         return holder == std::this_thread::get_id();
     }
-    Pool::Hooks hooks(std::chrono::nanoseconds keep_for) {
-        return {.enter = [this] { take(); }, .leave = [this] { give(); }, .keep_for = keep_for};
+    Pool::Hooks hooks(std::chrono::nanoseconds keep_for, std::chrono::nanoseconds linger = {}) {
+        return {.enter = [this] { take(); },
+                .leave = [this] { give(); },
+                .keep_for = keep_for,
+                .linger = linger};
     }
 };
 
@@ -354,4 +357,21 @@ TEST_CASE(
     REQUIRE(back != order.end());
     // After job 1, or job 2 when the third thread asked before the blocker.
     CHECK(back - order.begin() <= 2);
+}
+
+TEST_CASE(
+    "pool: a thread that finds the queue empty after a job waits linger for the next one, "
+    "still holding what enter took",
+    "[pool][keep]") {
+    Token token;
+    Pool pool("wsgi", 2, Pool::kUnbounded, token.hooks(10s, 10s));
+    REQUIRE(eventually([&] { return pool.sleeping() == 2; }));
+    std::atomic<int> first{-1}, second{-1};
+    REQUIRE(pool.submit([&](size_t i) { first = static_cast<int>(i); }) == Admission::queued);
+    REQUIRE(eventually([&] { return pool.completed.load() == 1; }));
+    CHECK(pool.sleeping() == 1);  // the other: the one that ran it is awake, lingering
+    REQUIRE(pool.submit([&](size_t i) { second = static_cast<int>(i); }) == Admission::queued);
+    REQUIRE(eventually([&] { return pool.completed.load() == 2; }));
+    CHECK(second == first);
+    CHECK(pool.entered.load() == 1);  // taken once for both
 }

@@ -74,6 +74,10 @@ void drop_gil();
 // so it lets go where a job ends before CPython would take the GIL midway
 // through one; zero without an interpreter. Takes the GIL itself.
 std::chrono::nanoseconds gil_keep_for();
+// How long a pool thread that found no job waits for the next one, the GIL
+// still held (Pool::Hooks::linger): about the time a loop takes to parse the
+// next request under load; an app's own threads wait for the GIL that long.
+constexpr std::chrono::microseconds kGilLinger{200};
 // Retakes the GIL and finalizes. Call after the pools are joined.
 void stop();
 

@@ -522,7 +522,8 @@ WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
              .exit = detach_thread,
              .enter = take_gil,
              .leave = drop_gil,
-             .keep_for = gil_keep_for()}) {}
+             .keep_for = gil_keep_for(),
+             .linger = kGilLinger}) {}
 
 Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req,
                            const hold::Handoff* via) {
@@ -653,8 +654,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
         j.resp.body.clear();
         send_chunk(j, std::move(body));
     }
-    // The pool's enter hook took the GIL: its leave hook lets it go (keep_for).
-    PyGILState_Release(gil);
+    PyGILState_Release(gil);  // the pool's enter hook took the GIL; its leave lets go
 
     switch (outcome) {
         case Outcome::failed_before_head:
