@@ -357,6 +357,10 @@ std::chrono::nanoseconds gil_keep_for() {
     return std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9 / 2));
 }
 
+bool has_close(PyObject* o) {
+    return !PyList_CheckExact(o) && !PyTuple_CheckExact(o) && PyObject_HasAttrString(o, "close");
+}
+
 void detach_thread() {
     if (!t_state) return;
     PyEval_RestoreThread(t_state);

@@ -78,6 +78,10 @@ std::chrono::nanoseconds gil_keep_for();
 // still held (Pool::Hooks::linger): about the time a loop takes to parse the
 // next request under load; an app's own threads wait for the GIL that long.
 constexpr std::chrono::microseconds kGilLinger{200};
+// Whether `o` has a close() method (PEP 3333's iterable), without asking a
+// list or a tuple, which have none (asking makes and formats an
+// AttributeError, on every request that returns a list). GIL held.
+bool has_close(PyObject* o);
 // Retakes the GIL and finalizes. Call after the pools are joined.
 void stop();
 

@@ -603,7 +603,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
     // PEP 3333: "If the iterable returned by the application has a close()
     // method, the server or gateway must call that method upon completion of
     // the current request", whether it completed normally or not.
-    if (result && PyObject_HasAttrString(result, "close")) {
+    if (result && has_close(result)) {
         PyObject* r = PyObject_CallMethod(result, "close", nullptr);
         if (!r) {
             log_exception(j.worker + ": close() raised");
