@@ -223,10 +223,16 @@ def file_app(environ, start_response):
     return environ['wsgi.file_wrapper'](Closer(f) if q[0] != 'bytes' else f, 4)
 
 def ident_app(environ, start_response):
-    # The thread that ran it; ?nap: sleeps first, the GIL released.
+    # The thread that ran it; ?nap: sleeps first, the GIL released; else
+    # computes for 0.1 ms, the GIL held (a thread woken meanwhile is surely
+    # waiting for it by the time a few have run).
+    import time
     if environ['QUERY_STRING'] == 'nap':
-        import time
         time.sleep(0.3)
+    else:
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.0001:
+            pass
     body = str(threading.get_ident()).encode()
     start_response('200 OK', [('Content-Length', str(len(body)))])
     return [body]
@@ -871,9 +877,10 @@ TEST_CASE(
     "[wsgi][pool]") {
     Rig rig;
     // Queued while the test holds the GIL: all four threads are up and one
-    // waits for it when it is let go.
-    auto out = run_threaded(rig, "ident_app", 4, 20, [](wsgi::WsgiPool&) {});
-    REQUIRE(out.size() == 20);
+    // waits for it when it is let go; 40 of 0.1 ms each, well under the
+    // 15 ms the holder may keep it while another waits.
+    auto out = run_threaded(rig, "ident_app", 4, 40, [](wsgi::WsgiPool&) {});
+    REQUIRE(out.size() == 40);
     for (auto& c : out) CHECK(c.response.body == out.front().response.body);
 }
 
