@@ -330,12 +330,13 @@ TEST_CASE(
         order.push_back(std::move(what));
     };
     Latch go;
-    std::atomic<bool> blocking{false};
+    std::atomic<bool> blocking{false}, asking{false};
     // As a view that blocks: lets the token go, waits, asks for it back.
     REQUIRE(pool.submit([&, opened = go.opened](size_t) {
         token.give();
         blocking = true;
         opened.wait();
+        asking = true;
         token.take();
         note("blocker back");
     }) == Admission::queued);
@@ -346,7 +347,9 @@ TEST_CASE(
         REQUIRE(pool.submit([&, k](size_t) {
             if (k == 1) {
                 go.release();
-                std::this_thread::sleep_for(50ms);  // the blocker asks meanwhile
+                // The blocker asks for the token meanwhile.
+                CHECK(eventually([&] { return asking.load(); }));
+                std::this_thread::sleep_for(20ms);
             }
             note("job " + std::to_string(k));
         }) == Admission::queued);
