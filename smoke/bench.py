@@ -35,8 +35,11 @@ for the servers' RSS and CPU)
 
 requests (wrk -t2 -c50 --latency, smoke/bench_wrk.py): Django's index page
 and /hello under m0serve, gunicorn (gthread) and uWSGI, four threads each;
-the mojo /native/hello beside nginx's `return 200`: requests/s, p50/p99,
-server CPU.
+the mojo /native/hello beside nginx's `return 200`; the server's own cost
+on /wsgi-hello (a framework-less WSGI app of six bytes) under m0serve with
+one thread and with its default four, gunicorn gthread (one thread) and sync,
+and uWSGI: requests/s, p50/p99, server CPU, its CPU and task switches per
+request. --request-paths picks rows (e.g. --request-paths /,/wsgi-hello).
 
 files (wrk, smoke/bench_files.py): Django's FileResponse of a 1 MiB and a
 100 MiB file of random bytes (fixtures/djangoproj's /files/NAME, the folder
@@ -100,6 +103,9 @@ TARGETS = {
     "requests_per_s/gunicorn": ("Django requests/s, m0serve / gunicorn gthread", "higher", 1.5, "gunicorn"),
     "requests_per_s/uwsgi": ("Django requests/s, m0serve / uWSGI", "higher", 1.0, "uwsgi"),
     "requests_per_s/nginx": ("hello requests/s, mojo / nginx", "higher", 0.8, "nginx"),
+    "hello_per_s/gthread": ("WSGI hello requests/s, m0serve / gunicorn gthread", "higher", 15.0, "gthread-hello"),
+    "hello_per_s/uwsgi": ("WSGI hello requests/s, m0serve / uWSGI", "higher", 3.0, "uwsgi-hello"),
+    "hello_per_s/1t": ("WSGI hello requests/s, default threads / one thread", "higher", 1.0, "m0-hello-1t"),
     "head_p99_ms": ("mojo hold head p99 behind busy Python, ms", "lower", 1.0, None),
 }
 
@@ -107,7 +113,10 @@ TARGETS = {
 REQUEST_RATIOS = [("m0serve", "gunicorn", "requests_per_s/gunicorn"),
                   ("m0serve", "uwsgi", "requests_per_s/uwsgi"),
                   ("m0-mojo", "nginx", "requests_per_s/nginx"),
-                  ("m0-mojo-inloop", "nginx", "requests_per_s/nginx")]
+                  ("m0-mojo-inloop", "nginx", "requests_per_s/nginx"),
+                  ("m0-hello", "gthread-hello", "hello_per_s/gthread"),
+                  ("m0-hello", "uwsgi-hello", "hello_per_s/uwsgi"),
+                  ("m0-hello", "m0-hello-1t", "hello_per_s/1t")]
 
 
 def target_text(key):
@@ -283,17 +292,24 @@ def run_holds(args, run, plan, servers, out, results):
                                            "clean" if fig["clean"] else "NOT CLEAN"), flush=True)
 
 
+def request_plan(args):
+    """bench_wrk.PLAN's rows named by --request-paths (all without it)."""
+    wanted = args.request_paths.split(",") if args.request_paths else None
+    return [(p, s) for p, s in bench_wrk.PLAN if wanted is None or p in wanted]
+
+
 def run_requests(args, run, out, results):
-    for path, servers in bench_wrk.PLAN:
+    for path, servers in request_plan(args):
         for kind in servers:
             with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
                 fig = bench_wrk.measure(kind, path, args.binary, args.requests_seconds, tmp)
             record(out, results, ("requests", path, kind), fig, run=run, part="requests", path=path,
                    server=kind)
             print("bench: run %d %-14s %-9s %8.0f requests/s, p50 %.2f ms, p99 %.2f ms, CPU %.0f%%, "
-                  "%s task switches per request, %d non-2xx, %d socket errors" % (
+                  "%s us CPU and %s task switches per request, %d non-2xx, %d socket errors" % (
                       run + 1, path, kind, fig["requests_per_s"], fig["p50_ms"], fig["p99_ms"], fig["cpu_pct"],
-                      fig["switches_per_req"], fig["non_2xx"], fig["socket_errors"]), flush=True)
+                      fig["cpu_us_per_req"], fig["switches_per_req"], fig["non_2xx"], fig["socket_errors"]),
+                  flush=True)
 
 
 def run_files(args, run, folder, digests, out, results):
@@ -353,12 +369,12 @@ def table_holds(args, plan, servers, results):
 
 def table_requests(args, results):
     print("\nrequests: wrk -t2 -c50 -d%ds --latency; medians of %d runs" % (args.requests_seconds, args.runs))
-    for path, servers in bench_wrk.PLAN:
+    for path, servers in request_plan(args):
         ratios = [r for r in REQUEST_RATIOS if r[0] in servers and r[1] in servers]
         cols = servers + ["%s/%s" % (a, b) for a, b, _ in ratios] + ["target"] * len(ratios)
         print(("%-14s %-15s" + " %16s" * len(cols)) % tuple(["path", "measure"] + cols))
-        for key in ("requests_per_s", "p50_ms", "p99_ms", "cpu_pct", "switches_per_req", "non_2xx",
-                    "socket_errors"):
+        for key in ("requests_per_s", "p50_ms", "p99_ms", "cpu_pct", "cpu_us_per_req", "switches_per_req",
+                    "non_2xx", "socket_errors"):
             med = {k: median(results.get(("requests", path, k), []), key) for k in servers}
             row, targets = [], []
             for a, b, tkey in ratios:
@@ -454,6 +470,8 @@ def main():
     ap.add_argument("--storm-events", type=int, default=200, help="events each storm stream is replayed, +1")
     ap.add_argument("--storm-pad", type=int, default=1000, help="bytes of padding in each storm event")
     ap.add_argument("--requests-seconds", type=int, default=10, help="wrk's -d")
+    ap.add_argument("--request-paths", default="", help="the requests part's rows by path, comma-separated "
+                    "(all: %s)" % ",".join(p for p, _ in bench_wrk.PLAN))
     ap.add_argument("--files-seconds", type=int, default=10, help="wrk's -d in the files part")
     ap.add_argument("--head-holds", type=int, default=10000,
                     help="holds open in the head's loaded case (0: idle only; capped by the fd limit)")

@@ -22,6 +22,17 @@ the switch interval).
 
 Django serves two paths: `/` (the index page, a template) and `/hello` (a
 plain "hello"); the mojo mount and nginx serve one hello each.
+
+The server's own cost, `/wsgi-hello`: fixtures/hellowsgi, a WSGI callable
+answering six bytes with no framework, so what is measured is the server's
+parse, hand-off, GIL, environ, start_response and write:
+
+    m0-hello-1t    m0serve --blocking-threads 1
+    m0-hello       m0serve with its default threads (4)
+    gthread-hello  gunicorn --worker-class gthread --workers 1 --threads 1
+                   (Granian's published comparison: one worker, one thread)
+    sync-hello     gunicorn --worker-class sync --workers 1
+    uwsgi-hello    uwsgi --threads 4 --processes 1 --http-socket
 """
 
 import os
@@ -35,11 +46,13 @@ from bench_util import (ROOT, cpu_seconds, free_port, start, stop, task_switches
                         with_descendants)
 
 DJANGO = os.path.join(ROOT, "fixtures", "djangoproj")
+HELLO = os.path.join(ROOT, "fixtures", "hellowsgi")
 
 # (path, servers): the rows of the table, in order.
 PLAN = [("/", ["m0serve", "m0serve-1loop", "gunicorn", "uwsgi"]),
         ("/hello", ["m0serve", "m0serve-1loop", "gunicorn", "uwsgi"]),
-        ("/native/hello", ["m0-mojo", "m0-mojo-inloop", "nginx"])]
+        ("/native/hello", ["m0-mojo", "m0-mojo-inloop", "nginx"]),
+        ("/wsgi-hello", ["m0-hello-1t", "m0-hello", "gthread-hello", "sync-hello", "uwsgi-hello"])]
 
 NGINX_HELLO = """
 worker_processes 1;
@@ -78,6 +91,19 @@ def command(kind, binary, port, tmp):
     if kind == "uwsgi":
         return ["uwsgi", "--plugin", "python3", "--threads", "4", "--processes", "1",
                 "--http-socket", listen, "--chdir", DJANGO, "--module", "djangoproj.wsgi:application",
+                "--need-app", "--die-on-term", "--disable-logging"], signal.SIGTERM
+    if kind in ("m0-hello-1t", "m0-hello"):
+        return [binary, "--listen", listen, "--chdir", HELLO, "--mount", "/=hellowsgi:application",
+                "--log-level", "warn"] + (["--blocking-threads", "1"] if kind == "m0-hello-1t" else []), \
+            signal.SIGTERM
+    if kind in ("gthread-hello", "sync-hello"):
+        worker = ["--worker-class", "gthread", "--threads", "1"] if kind == "gthread-hello" else [
+            "--worker-class", "sync"]
+        return ["gunicorn", *worker, "--workers", "1", "--bind", listen, "--chdir", HELLO,
+                "--log-level", "warning", "hellowsgi:application"], signal.SIGTERM
+    if kind == "uwsgi-hello":
+        return ["uwsgi", "--plugin", "python3", "--threads", "4", "--processes", "1",
+                "--http-socket", listen, "--chdir", HELLO, "--module", "hellowsgi:application",
                 "--need-app", "--die-on-term", "--disable-logging"], signal.SIGTERM
     if kind == "nginx":
         conf = os.path.join(tmp, "nginx.conf")
@@ -154,5 +180,6 @@ def measure(kind, path, binary, seconds, tmp, wrk_args=("-t2", "-c50"), warm_arg
             kind, path, out.stdout.decode(errors="replace")[-400:]))
     fig.update(extra)
     fig.update(cpu_s=round(cpu, 3), cpu_pct=round(100 * cpu / seconds, 1), seconds=seconds,
+               cpu_us_per_req=round(1e6 * cpu / fig["requests"], 2) if fig["requests"] else None,
                switches_per_req=round(switches / fig["requests"], 2) if fig["requests"] else None)
     return fig

@@ -30,6 +30,9 @@ inline bool is_tchar(char c) {
 }
 
 inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+// ASCII's lower case, whatever the C locale (the embedded Python sets
+// LC_CTYPE from the environment): field names and tokens are ASCII.
+inline char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
 inline bool is_hexdig(char c) {
     return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }

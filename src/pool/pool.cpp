@@ -1,5 +1,7 @@
 #include "pool/pool.hpp"
 
+#include <utility>
+
 #include "loop/log.hpp"
 
 namespace m0 {
@@ -30,11 +32,12 @@ Admission Pool::submit(Job job, std::shared_ptr<const CancelFlag> cancel, bool q
         queue_.push_back({std::move(job), std::move(cancel), Clock::now(), quick});
         // A ready thread looks at the queue before it sleeps (it decrements
         // ready_ under this lock first): it takes a quick job in microseconds.
-        if ((!quick || ready_ == 0) && !idle_.empty()) {
-            wake = idle_.back();  // the latest asleep: its cache, and its core, are warmest
-            idle_.pop_back();
+        // A thread waiting in `enter` takes it, or wakes the next to wait.
+        if (lingering_) {
+            wake = std::exchange(lingering_, nullptr);
             wake->woken = true;
-            ++ready_;
+        } else if ((!quick || ready_ == 0) && !entering_) {
+            wake = take_latest_locked();
         }
     }
     if (wake) wake->cv.notify_one();  // a sleeper lives as long as the pool
@@ -86,10 +89,14 @@ void Pool::worker(size_t index) {
     Sleeper& me = *sleepers_[index];
     std::unique_lock lock(mu_);
     ++ready_;
+    bool held = false;  // what `enter` took, kept from the last job (keep_locked)
     for (;;) {
         // Not ready while asleep (the wait checks first, under the lock, so a
-        // job already queued is taken without a gap anyone could see).
-        while (!((!paused_ && !queue_.empty()) || (stopping_ && queue_.empty()))) {
+        // job already queued is taken without a gap anyone could see). While
+        // another thread waits in `enter`, this one sleeps: that one takes
+        // the job, or wakes the next to wait.
+        while (!held && !((!paused_ && !queue_.empty() && (!entering_ || stopping_)) ||
+                          (stopping_ && queue_.empty()))) {
             --ready_;
             me.woken = false;
             idle_.push_back(&me);
@@ -98,28 +105,71 @@ void Pool::worker(size_t index) {
             me.cv.wait(lock, [&] { return me.woken; });
         }
         if (queue_.empty()) break;  // stopping, nothing left
-        if (hooks_.enter) {
+        const bool entered_now = !held && hooks_.enter;
+        if (entered_now) {
             // Not ready while it may block here (the WSGI pool's GIL).
             --ready_;
+            entering_ = true;
+            enter_since_ = Clock::now();
             lock.unlock();
             hooks_.enter();
+            entered.fetch_add(1);
             lock.lock();
+            entering_ = false;
             ++ready_;
         }
         // Empty: another thread took it first. A job that may block takes
         // this thread out of the ready ones while it runs.
         bool quick = false;
         Job job = paused_ ? Job{} : take_locked(&quick);
+        // Through `enter` with jobs left: the next thread waits there.
+        Sleeper* next = entered_now && !paused_ && !queue_.empty() ? take_latest_locked() : nullptr;
         if (job && !quick) --ready_;
+        if (job) ++running_;
         lock.unlock();
+        if (next) next->cv.notify_one();
         if (job) run(job, index);
-        if (hooks_.leave) hooks_.leave();
         lock.lock();
+        if (job) --running_;
         if (job && !quick) ++ready_;
+        held = job && keep_locked();
+        if (!held && job && linger_locked()) {
+            lingering_ = &me;
+            me.woken = false;
+            me.cv.wait_for(lock, hooks_.linger, [&] { return me.woken; });
+            if (lingering_ == &me) lingering_ = nullptr;
+            held = keep_locked();
+        }
+        if (!held && hooks_.leave) {
+            lock.unlock();
+            hooks_.leave();
+            lock.lock();
+        }
     }
     --ready_;
     lock.unlock();
     if (hooks_.exit) hooks_.exit();
+}
+
+bool Pool::keep_locked() const {
+    if (hooks_.keep_for.count() <= 0 || !hooks_.enter) return false;
+    // Another thread in a job may be waiting for what this one holds.
+    if (paused_ || queue_.empty() || running_ > 0) return false;
+    return !entering_ || Clock::now() - enter_since_ < hooks_.keep_for;
+}
+
+bool Pool::linger_locked() const {
+    return hooks_.linger.count() > 0 && hooks_.enter && !paused_ && !stopping_ && queue_.empty() &&
+           running_ == 0;
+}
+
+Pool::Sleeper* Pool::take_latest_locked() {
+    if (idle_.empty()) return nullptr;
+    Sleeper* s = idle_.back();  // the latest asleep: its cache, and its core, are warmest
+    idle_.pop_back();
+    s->woken = true;
+    ++ready_;
+    return s;
 }
 
 std::vector<Pool::Sleeper*> Pool::take_idle_locked() {
@@ -137,6 +187,10 @@ void Pool::stop() {
         stopping_ = true;
         paused_ = false;
         woken = take_idle_locked();
+        if (lingering_) {
+            lingering_->woken = true;
+            woken.push_back(std::exchange(lingering_, nullptr));
+        }
     }
     for (Sleeper* s : woken) s->cv.notify_one();
     for (auto& t : threads_)

@@ -25,9 +25,29 @@
 // blocks. Threads woken by turns (notify_one per job) cost a futex wake and a
 // task switch for work an awake thread would have taken (docs/BENCHMARK.md,
 // "Pool wake-ups").
-// Ownership: `queue_`, `stopping_`, `paused_`, `ready_`, `idle_` and each
-// sleeper's `woken` under `mu_`; `sleepers_` fixed once the threads run; the
-// counters are atomics read by /metrics.
+// Keeping what `enter` took (Hooks::keep_for; the WSGI pool's GIL): a thread
+// that ends a job while another is queued, and no other thread is in a job,
+// takes the next one without `leave` and `enter` in between, so that work
+// that never blocks runs on one thread with no hand-off at all (a hand-off of
+// the GIL is a futex wake and a task switch a request: with four threads a
+// framework-less app ran at 0.75 of one thread's rate). It lets go where a
+// job ends (`leave`, then back through `enter`) once the thread waiting in
+// `enter` has waited keep_for, before the resource's own fairness would take
+// it midway through a job (CPython asks for the GIL after one switch
+// interval), and whenever another thread is in a job: that one may be
+// waiting for the GIL to finish its request. At most one thread waits in
+// `enter` at a time (`entering_`); the others sleep until it is through, so
+// one thread is always there to take the next job the moment a job blocks
+// and lets the GIL go, and a resource handed over goes to that thread.
+// A thread that ends a job and finds the queue empty (no other thread in a
+// job) waits Hooks::linger for the next one before it lets go (`lingering_`:
+// a submit hands the job to it, waking no one else): jobs that come a few
+// microseconds apart, as a loop parses them, are run with no task switch
+// and no hand-off, as with one thread. Meanwhile it holds what enter took
+// (the GIL: the app's own threads wait at most that long).
+// Ownership: `queue_`, `stopping_`, `paused_`, `ready_`, `idle_`, `entering_`,
+// `enter_since_`, `running_`, `lingering_` and each sleeper's `woken` under `mu_`; `sleepers_`
+// fixed once the threads run; the counters are atomics read by /metrics.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -59,8 +79,15 @@ class Pool {
     //     the GIL hold no request);
     //   leave: after the take, whether it found a job, and after the job
     //     (idempotent: a job may have left already).
+    // keep_for: zero, `enter` and `leave` go around every job; else a thread
+    // keeps what `enter` took across jobs (see DESIGN) until the thread
+    // waiting in `enter` has waited this long.
     struct Hooks {
         std::function<void()> init, exit, enter, leave;
+        std::chrono::nanoseconds keep_for;  // zero when left out (value-initialized)
+        // With keep_for: how long a thread that found the queue empty after
+        // a job waits for the next one before it lets go (zero: not at all).
+        std::chrono::nanoseconds linger;
     };
     Pool(std::string name, size_t threads, size_t max_queued = kUnbounded, Hooks hooks = {});
     ~Pool();
@@ -96,6 +123,7 @@ class Pool {
     std::atomic<uint64_t> skipped{0};    // jobs dropped unrun: their client had left
     std::atomic<uint64_t> wait_ns{0};    // sum over jobs taken to run: submit -> taken
     std::atomic<uint64_t> waits{0};      // jobs taken to run (the count of wait_ns)
+    std::atomic<uint64_t> entered{0};    // calls of the enter hook (kept across jobs: fewer)
 
   private:
     using Clock = std::chrono::steady_clock;
@@ -112,6 +140,10 @@ class Pool {
     // wait of the job returned is counted. `quick`: whether it is.
     Job take_locked(bool* quick = nullptr);
     void worker(size_t index);
+    // Under mu_, after a job: whether the thread keeps what `enter` took and
+    // takes the next job straight away (see DESIGN).
+    bool keep_locked() const;
+    bool linger_locked() const;
     void run(Job& job, size_t index);
 
     std::string name_;
@@ -128,12 +160,19 @@ class Pool {
     // Under mu_: every sleeping thread taken off idle_, marked woken (to be
     // notified after the lock is let go).
     std::vector<Sleeper*> take_idle_locked();
+    // Under mu_: the sleeper that slept last taken off idle_, marked woken and
+    // counted ready (to be notified after the lock is let go), or null.
+    Sleeper* take_latest_locked();
     std::vector<std::unique_ptr<Sleeper>> sleepers_;  // one per thread, made before the threads
     std::vector<Sleeper*> idle_;                      // guarded by mu_: asleep, the latest last
     std::deque<Queued> queue_;                        // guarded by mu_
     bool stopping_ = false;                           // guarded by mu_
     bool paused_ = false;                             // guarded by mu_
-    size_t ready_ = 0;  // guarded by mu_: threads awake and not in a job that may block
+    size_t ready_ = 0;              // guarded by mu_: threads awake and not in a job that may block
+    size_t running_ = 0;            // guarded by mu_: threads in a job
+    bool entering_ = false;         // guarded by mu_: a thread is in the enter hook
+    Sleeper* lingering_ = nullptr;  // guarded by mu_: waiting for a job, holding what enter took
+    Clock::time_point enter_since_;  // guarded by mu_: since when (entering_)
     std::vector<std::thread> threads_;
 };
 

@@ -6,7 +6,9 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 
@@ -52,6 +54,58 @@ struct Latch {
     }
     ~Latch() { release(); }
 };
+
+// What `enter` takes as the WSGI pool takes the GIL: one holder at a time,
+// handed to those who ask in the order they asked (a ticket lock, so a test
+// knows who is next); give() by a thread that does not hold it does nothing,
+// as drop_gil.
+struct Token {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t next = 0, serving = 0;  // guarded by mu
+    std::thread::id holder;          // guarded by mu
+    void take() {
+        std::unique_lock lock(mu);
+        const uint64_t ticket = next++;
+        cv.wait(lock, [&] { return serving == ticket; });
+        holder = std::this_thread::get_id();
+    }
+    void give() {
+        std::lock_guard lock(mu);
+        if (holder != std::this_thread::get_id()) return;
+        holder = {};
+        ++serving;
+        cv.notify_all();
+    }
+    bool mine() {
+        std::lock_guard lock(mu);
+        return holder == std::this_thread::get_id();
+    }
+    Pool::Hooks hooks(std::chrono::nanoseconds keep_for, std::chrono::nanoseconds linger = {}) {
+        return {.enter = [this] { take(); },
+                .leave = [this] { give(); },
+                .keep_for = keep_for,
+                .linger = linger};
+    }
+};
+
+// Once all of `pool`'s threads sleep, queues `jobs` jobs at once (paused
+// meanwhile) that each run `body`; the index of the thread each ran on, once
+// all are done.
+template <class F>
+std::vector<int> run_queued(Pool& pool, int jobs, F body) {
+    REQUIRE(eventually([&] { return pool.sleeping() == pool.threads(); }));
+    std::vector<int> ran(static_cast<size_t>(jobs), -1);
+    pool.pause();
+    for (size_t k = 0; k < ran.size(); ++k)
+        REQUIRE(pool.submit([&ran, body, k](size_t i) {
+            ran[k] = static_cast<int>(i);
+            body();
+        }) == Admission::queued);
+    pool.resume();
+    REQUIRE(eventually([&] { return pool.completed.load() == ran.size(); }));
+    return ran;
+}
 
 }  // namespace
 
@@ -228,4 +282,99 @@ TEST_CASE("pool: the thread woken for a job is the one that went to sleep last",
     }
     // Each job's thread was the last asleep when the next came: it ran them all.
     CHECK(std::count(ran.begin(), ran.end(), ran.front()) == 6);
+}
+
+TEST_CASE(
+    "pool: a thread keeps what enter took across the jobs queued, so work that never blocks runs "
+    "on one thread with no hand-off",
+    "[pool][keep]") {
+    Token token;
+    Pool pool("wsgi", 3, Pool::kUnbounded, token.hooks(10s));
+    constexpr int kJobs = 20;
+    std::atomic<int> unheld{0};
+    auto ran = run_queued(pool, kJobs, [&] {
+        if (!token.mine()) ++unheld;
+    });
+    CHECK(unheld == 0);
+    CHECK(std::count(ran.begin(), ran.end(), ran.front()) == kJobs);
+    // The one that ran them, and at most the two others once each, finding
+    // nothing left when the token came to them.
+    CHECK(pool.entered.load() <= 3);
+    REQUIRE(eventually([&] { return pool.sleeping() == 3; }));
+    std::lock_guard lock(token.mu);
+    CHECK(token.serving == token.next);  // let go once the queue was empty
+}
+
+TEST_CASE(
+    "pool: a thread lets go where a job ends once the thread waiting in enter has waited "
+    "keep_for",
+    "[pool][keep]") {
+    Token token;
+    Pool pool("wsgi", 2, Pool::kUnbounded, token.hooks(1ms));
+    auto ran = run_queued(pool, 10, [] { std::this_thread::sleep_for(3ms); });  // > keep_for
+    // Both threads ran some: the one waiting got it where a job ended.
+    CHECK(std::count(ran.begin(), ran.end(), ran.front()) < 10);
+}
+
+TEST_CASE(
+    "pool: while another thread is in a job, the holder lets go where its job ends, so a job "
+    "that gave the token up to block gets it back at the next job's end",
+    "[pool][keep]") {
+    Token token;
+    Pool pool("wsgi", 3, Pool::kUnbounded, token.hooks(10s));
+    REQUIRE(eventually([&] { return pool.sleeping() == 3; }));
+    std::mutex mu;
+    std::vector<std::string> order;  // guarded by mu
+    auto note = [&](std::string what) {
+        std::lock_guard lock(mu);
+        order.push_back(std::move(what));
+    };
+    Latch go;
+    std::atomic<bool> blocking{false}, asking{false};
+    // As a view that blocks: lets the token go, waits, asks for it back.
+    REQUIRE(pool.submit([&, opened = go.opened](size_t) {
+        token.give();
+        blocking = true;
+        opened.wait();
+        asking = true;
+        token.take();
+        note("blocker back");
+    }) == Admission::queued);
+    REQUIRE(eventually([&] { return blocking.load(); }));
+    pool.pause();
+    constexpr int kJobs = 6;
+    for (int k = 1; k <= kJobs; ++k)
+        REQUIRE(pool.submit([&, k](size_t) {
+            if (k == 1) {
+                go.release();
+                // The blocker asks for the token meanwhile.
+                CHECK(eventually([&] { return asking.load(); }));
+                std::this_thread::sleep_for(20ms);
+            }
+            note("job " + std::to_string(k));
+        }) == Admission::queued);
+    pool.resume();
+    REQUIRE(eventually([&] { return pool.completed.load() == kJobs + 1; }));
+    std::lock_guard lock(mu);
+    auto back = std::find(order.begin(), order.end(), "blocker back");
+    REQUIRE(back != order.end());
+    // After job 1, or job 2 when the third thread asked before the blocker.
+    CHECK(back - order.begin() <= 2);
+}
+
+TEST_CASE(
+    "pool: a thread that finds the queue empty after a job waits linger for the next one, "
+    "still holding what enter took",
+    "[pool][keep]") {
+    Token token;
+    Pool pool("wsgi", 2, Pool::kUnbounded, token.hooks(10s, 10s));
+    REQUIRE(eventually([&] { return pool.sleeping() == 2; }));
+    std::atomic<int> first{-1}, second{-1};
+    REQUIRE(pool.submit([&](size_t i) { first = static_cast<int>(i); }) == Admission::queued);
+    REQUIRE(eventually([&] { return pool.completed.load() == 1; }));
+    CHECK(pool.sleeping() == 1);  // the other: the one that ran it is awake, lingering
+    REQUIRE(pool.submit([&](size_t i) { second = static_cast<int>(i); }) == Admission::queued);
+    REQUIRE(eventually([&] { return pool.completed.load() == 2; }));
+    CHECK(second == first);
+    CHECK(pool.entered.load() == 1);  // taken once for both
 }

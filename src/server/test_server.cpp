@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1069,6 +1070,50 @@ TEST_CASE("server admin: POST /publish of an event over the bus's max event size
 }
 
 // ---- the listener ------------------------------------------------------------------
+
+namespace {
+// Of this process's sockets (the server runs in it), the one accepted for
+// `client`: its local port is the listener's, its peer's the client's own.
+int accepted_for(int client, uint16_t listener_port) {
+    const uint16_t client_port = local_port(client);
+    for (int fd = 0; fd < 4096; ++fd) {
+        if (fd == client) continue;
+        sockaddr_in self{}, peer{};
+        socklen_t a = sizeof self, b = sizeof peer;
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &a) != 0 ||
+            ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &b) != 0 ||
+            self.sin_family != AF_INET)
+            continue;
+        if (ntohs(self.sin_port) == listener_port && ntohs(peer.sin_port) == client_port) return fd;
+    }
+    return -1;
+}
+
+int nodelay(int fd) {
+    int on = 0;
+    socklen_t len = sizeof on;
+    REQUIRE(::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0);
+    return on;
+}
+}  // namespace
+
+TEST_CASE(
+    "server: TCP connections, a client's and the admin's, are accepted with TCP_NODELAY (a "
+    "streamed chunk after its head must not wait for the client's delayed ACK)",
+    "[http][server]") {
+    Rig rig(admin_cfg());
+    std::string err;
+    for (bool admin : {false, true}) {
+        REQUIRE(rig.server->listen("127.0.0.1", 0, admin, err));
+        const uint16_t port = rig.server->bound_port(admin);
+        auto c = tcp_connect(port);
+        int fd = -1;
+        REQUIRE(rig.step_until([&] { return (fd = accepted_for(c->fd, port)) >= 0; }));
+        INFO((admin ? "admin" : "client"));
+        CHECK(nodelay(fd) != 0);
+        CHECK(nodelay(c->fd) == 0);  // the client's end is as the kernel made it
+    }
+}
 
 TEST_CASE("server: max_connections is enforced on the listener with a 503", "[http][server]") {
     ServerConfig cfg;

@@ -340,6 +340,27 @@ void drop_gil() {
     if (t_state && PyGILState_Check()) PyEval_SaveThread();
 }
 
+std::chrono::nanoseconds gil_keep_for() {
+    if (!Py_IsInitialized()) return {};
+    PyGILState_STATE g = PyGILState_Ensure();
+    double s = 0;
+    PyObject* sys = PyImport_ImportModule("sys");
+    PyObject* r = sys ? PyObject_CallMethod(sys, "getswitchinterval", nullptr) : nullptr;
+    if (r) s = PyFloat_AsDouble(r);
+    if (!r || PyErr_Occurred()) {
+        PyErr_Clear();
+        s = 0;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(sys);
+    PyGILState_Release(g);
+    return std::chrono::nanoseconds(static_cast<int64_t>(s * 1e9 / 2));
+}
+
+bool has_close(PyObject* o) {
+    return !PyList_CheckExact(o) && !PyTuple_CheckExact(o) && PyObject_HasAttrString(o, "close");
+}
+
 void detach_thread() {
     if (!t_state) return;
     PyEval_RestoreThread(t_state);

@@ -30,6 +30,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,19 @@ void detach_thread();
 // thread's state; release it if this thread holds it (else nothing).
 void take_gil();
 void drop_gil();
+// How long a pool thread keeps the GIL across jobs while another waits for it
+// (Pool::Hooks::keep_for): half the switch interval (sys.getswitchinterval()),
+// so it lets go where a job ends before CPython would take the GIL midway
+// through one; zero without an interpreter. Takes the GIL itself.
+std::chrono::nanoseconds gil_keep_for();
+// How long a pool thread that found no job waits for the next one, the GIL
+// still held (Pool::Hooks::linger): about the time a loop takes to parse the
+// next request under load; an app's own threads wait for the GIL that long.
+constexpr std::chrono::microseconds kGilLinger{200};
+// Whether `o` has a close() method (PEP 3333's iterable), without asking a
+// list or a tuple, which have none (asking makes and formats an
+// AttributeError, on every request that returns a list). GIL held.
+bool has_close(PyObject* o);
 // Retakes the GIL and finalizes. Call after the pools are joined.
 void stop();
 

@@ -518,7 +518,12 @@ std::shared_ptr<FileBody> take_file(Job& j, PyObject* result, const std::string&
 WsgiPool::WsgiPool(size_t threads, hold::Handoff handoff, size_t max_queued)
     : handoff_(std::move(handoff)),
       pool_("wsgi", threads, max_queued,
-            {.init = attach_thread, .exit = detach_thread, .enter = take_gil, .leave = drop_gil}) {}
+            {.init = attach_thread,
+             .exit = detach_thread,
+             .enter = take_gil,
+             .leave = drop_gil,
+             .keep_for = gil_keep_for(),
+             .linger = kGilLinger}) {}
 
 Admission WsgiPool::submit(PyObject* app, SlotRef slot, http::Request req,
                            const hold::Handoff* via) {
@@ -598,7 +603,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
     // PEP 3333: "If the iterable returned by the application has a close()
     // method, the server or gateway must call that method upon completion of
     // the current request", whether it completed normally or not.
-    if (result && PyObject_HasAttrString(result, "close")) {
+    if (result && has_close(result)) {
         PyObject* r = PyObject_CallMethod(result, "close", nullptr);
         if (!r) {
             log_exception(j.worker + ": close() raised");
@@ -649,8 +654,7 @@ void serve_job(const hold::Handoff& h, Pool& pool, PyObject* app, SlotRef slot, 
         j.resp.body.clear();
         send_chunk(j, std::move(body));
     }
-    PyGILState_Release(gil);
-    drop_gil();  // taken by the pool's enter hook, when there is one
+    PyGILState_Release(gil);  // the pool's enter hook took the GIL; its leave lets go
 
     switch (outcome) {
         case Outcome::failed_before_head:
