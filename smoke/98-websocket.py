@@ -20,7 +20,13 @@ Sec-WebSocket-Accept; 426 with Sec-WebSocket-Version: 13; 400 for a bad
 key), and Origin: with --ws-origin a listed page is let in, another refused
 403, a client with no Origin let in. Phase 4: an unmasked client frame is
 closed 1002 and the server keeps serving; SIGTERM closes a subscriber with
-1001.
+1001. Phase 5: WebSocket-over-HTTP (--ws-over-http /grip-ws): the fixture
+view written for Pushpin's protocol (django_realtime/grip_ws_views.py)
+refuses with its own 403, accepts, echoes text and binary with its
+Connection-Id and a meta value it set, publishes from Django, hears the
+admin API's events, and Pushpin's ws-message items arrive verbatim (an
+http-stream item does not); its close reaches the client (4000), and a
+client's close reaches the view (CLOSE).
 """
 
 import asyncio
@@ -34,7 +40,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, Smoke, check, publish_admin, publish_django, short)
+    DJANGO_ARGS, Smoke, check, http, publish_admin, publish_django, short)
 
 import websockets  # noqa: E402  (Debian python3-websockets)
 
@@ -209,6 +215,74 @@ def phase4(ctx):
     check(rc == 0, "exit after SIGTERM: %r" % rc)
     check(time.monotonic() - t0 < 3, "the drain took %.1f s: the close handshake did not end it"
           % (time.monotonic() - t0))
+
+
+def ws_message_items(srv, items):
+    """Pushpin's POST /publish/ on the admin listener; the ids it answers."""
+    r = http(srv.admin, "POST", "/publish/", [("Content-Type", "application/json")],
+             json.dumps({"items": items}).encode())
+    check(r.status == 200, "POST /publish/: %d %s" % (r.status, short(r.body)))
+    return json.loads(r.body)["ids"]
+
+
+@smoke.phase(5, "WebSocket-over-HTTP: a Django view written for Pushpin's protocol accepts, echoes, publishes, sets meta, closes; ws-message items arrive verbatim")
+def phase5(ctx):
+    log = ctx.tmpfile("grip-ws-events.log", "")
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--heartbeat", "60", "--blocking-threads", "2",
+                                    "--admin-open", "--ws-over-http", "/grip-ws"],
+                     admin=True, env={"M0_GRIP_WS_LOG": log})
+
+    async def run():
+        refused = None
+        try:
+            async with websockets.connect(url(srv, "/grip-ws?refuse=1")):
+                pass
+        except websockets.exceptions.InvalidStatusCode as e:
+            refused = e.status_code
+        check(refused == 403, "the view's refusal: %r" % refused)
+        async with websockets.connect(url(srv, "/grip-ws?channel=g5&user=ann")) as ws:
+            check("grip" not in ws.response_headers.get("Sec-WebSocket-Extensions", ""),
+                  "the grip extension is the view's: %r" % ws.response_headers)
+            await ws.send("hello")
+            got = await asyncio.wait_for(ws.recv(), 5)
+            check(got == "echo: hello id=ok user=ann", "echo with id and meta: %r" % got)
+            await ws.send(b"\x00\xffbin")
+            got = await asyncio.wait_for(ws.recv(), 5)
+            check(got == b"\x00\xffbin", "binary echo: %r" % got)
+            await ws.send("publish:from django")
+            got = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            check(got.get("data") == "from django" and "id" in got, "m0.publish in the view: %r" % got)
+            a = admin_publish(srv, "g5", "from admin")
+            got = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            check(got == {"id": str(a), "data": "from admin"}, "admin publish: %r" % got)
+            ids = ws_message_items(srv, [
+                {"channel": "g5", "formats": {"ws-message": {"content": "verbatim {text}"}}},
+                {"channel": "g5", "formats": {"ws-message": {"content-bin": "AAH/"}}},
+                {"channel": "g5", "formats": {"http-stream": {"content": "data: sse only\n\n"}}}])
+            check(len(ids) == 3 and ids == sorted(ids) and ids[0] > a, "ids: %r after %d" % (ids, a))
+            got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(2)]
+            check(got == ["verbatim {text}", b"\x00\x01\xff"], "ws-message items: %r" % got)
+            await nothing_more(ws)
+            await ws.send("close")
+            try:
+                await asyncio.wait_for(ws.recv(), 5)
+                raise AssertionError("a message after the view's close")
+            except websockets.exceptions.ConnectionClosed as e:
+                check(e.rcvd is not None and e.rcvd.code == 4000, "the view's close: %r" % (e.rcvd,))
+        async with websockets.connect(url(srv, "/grip-ws?channel=g5b")) as ws:
+            pass  # the client closes: the view hears CLOSE
+        deadline = time.monotonic() + 5
+        lines = []
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                lines = f.read().split("\n")
+            if "CLOSE" in lines:
+                break
+            time.sleep(0.05)
+        check(lines[:1] == ["OPEN"] and "TEXT" in lines and "BINARY" in lines and "CLOSE" in lines,
+              "the view's requests: %r" % lines)
+
+    asyncio.run(run())
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ enum Close : uint16_t {
     kInvalidData = 1007,
     kPolicyViolation = 1008,
     kTooBig = 1009,
+    kInternalError = 1011,
     kTryAgainLater = 1013,  // IANA's registry (RFC 6455 §11.7)
 };
 
@@ -73,6 +74,11 @@ struct Upgrade {
     // Sec-WebSocket-Protocol's offered names, in the client's order.
     std::vector<std::string> protocols;
 };
+
+// `s` without the spaces and tabs around it.
+std::string_view trim(std::string_view s);
+// The comma-separated items of every `name` field, trimmed, empty ones left out.
+std::vector<std::string> list_items(const Headers& h, std::string_view name);
 
 // Whether `req` asks for a WebSocket (Upgrade names the websocket token).
 bool asks_upgrade(const Request& req);

@@ -370,6 +370,14 @@ std::vector<SlotRef> HoldTable::holding() const {
     return out;
 }
 
+void HoldTable::set_channels(SlotRef slot, std::vector<std::string> channels) {
+    Hold* h = find(slot);
+    if (!h) return;
+    subs_.unsubscribe_all(slot);
+    subs_.subscribe(slot, channels);
+    h->channels = std::move(channels);
+}
+
 void HoldTable::release(SlotRef slot) {
     if (!find(slot)) return;
     unsubscribe(slot);

@@ -58,9 +58,9 @@
 // answers nothing within --ws-pong-timeout is closed (a peer that is gone).
 // One timer for the loop's WebSockets, ticking a few times per interval.
 //
-// What a client sends beyond control frames (a text or binary message) is
-// dropped in this slice (on_message): the WebSocket-over-HTTP events for a
-// WSGI view, and a native handler's on-message, are the next.
+// What a client sends beyond control frames (a text or binary message) goes
+// to a WebSocket-over-HTTP view as an event (ws_over_http.cpp); an M0-Hold
+// view has nobody to read it, and it is dropped.
 #include <event2/buffer.h>
 #include <sys/socket.h>
 
@@ -172,7 +172,16 @@ struct Server::WsIo {
         Conn& c = conn(user);
         WsState& w = *c.ws;
         if (w.failed) return;
-        if (a->opcode == static_cast<uint8_t>(ws::Opcode::close)) return;  // wslay answers it
+        if (a->opcode == static_cast<uint8_t>(ws::Opcode::close) ||
+            a->opcode == static_cast<uint8_t>(ws::Opcode::ping) ||
+            a->opcode == static_cast<uint8_t>(ws::Opcode::pong)) {
+            // wslay answers pings and the close; a WebSocket-over-HTTP view hears of them.
+            c.server->on_ws_control(
+                c, a->opcode,
+                std::string_view(reinterpret_cast<const char*>(a->msg), a->msg_length),
+                a->status_code);
+            return;
+        }
         if (a->opcode == static_cast<uint8_t>(ws::Opcode::text) ||
             a->opcode == static_cast<uint8_t>(ws::Opcode::binary))
             c.server->on_ws_message(
@@ -307,11 +316,32 @@ void Server::ws_quiet(Conn& c) {
 }
 
 void Server::on_ws_message(Conn& c, bool text, std::string_view payload) {
-    // This slice subscribes only: a message is dropped. The next slice
-    // hands it to the mount (a job on its pool: WebSocket-over-HTTP events
-    // for a WSGI view, a native handler's on-message).
+    // A WebSocket-over-HTTP view is sent it; an M0-Hold one has no reader.
+    if (c.ws->woh) {
+        woh_event(c, text ? "TEXT" : "BINARY", std::string(payload));
+        return;
+    }
     M0_LOG(debug, "WebSocket on slot ", to_string(c.slot), ": a ", text ? "text" : "binary",
            " message of ", std::to_string(payload.size()), " bytes dropped");
+}
+
+void Server::on_ws_control(Conn& c, uint8_t opcode, std::string_view payload, uint16_t code) {
+    WohState* o = c.ws->woh.get();
+    if (!o) return;
+    if (opcode == static_cast<uint8_t>(ws::Opcode::close)) {
+        // Its code, and the reason after the two bytes wslay read it from.
+        o->close_seen = true;
+        const std::string_view reason = payload.size() > 2 ? payload.substr(2) : "";
+        woh_event(c, "CLOSE",
+                  code == WSLAY_CODE_NO_STATUS_RCVD ? std::optional<std::string>()
+                                                    : http::woh::close_content(code, reason));
+        return;
+    }
+    // Pushpin's compactness: a ping's or pong's content only when it has one.
+    std::optional<std::string> content;
+    if (!payload.empty()) content = std::string(payload);
+    woh_event(c, opcode == static_cast<uint8_t>(ws::Opcode::ping) ? "PING" : "PONG",
+              std::move(content));
 }
 
 void Server::ws_tick() {
@@ -324,6 +354,7 @@ void Server::ws_tick() {
         ws_slots_[kept++] = slot;
         WsState& w = *c->ws;
         if (c->phase != Phase::holding) continue;
+        if (w.woh) woh_keepalive(*c, now);
         if (w.ping_sent > 0 && now - w.ping_sent >= cfg_.ws.pong_timeout) {
             M0_LOG(info, "WebSocket on slot ", to_string(slot), " from ", c->remote_addr,
                    ": no pong within --ws-pong-timeout, closed");

@@ -19,7 +19,9 @@
 // buffer); the end is a close frame: 1001 (going away: the server stops, or
 // its channel is closed) or 1013 (try again later: a slow reader). Raw
 // events (Pushpin's http-stream and http-response items) are not a
-// WebSocket's.
+// WebSocket's; a ws-message item's content is, verbatim: a text message
+// (content) or a binary one (content-bin), as Pushpin sends it, with no
+// envelope (its id still counts: a reconnect's cursor passes it).
 #include "http/sse.hpp"
 #include "http/websocket.hpp"
 #include "server/subscriber.hpp"
@@ -33,8 +35,9 @@ namespace ws = http::ws;
 class WsSubscriber final : public Subscriber {
   public:
     bool answers_once() const override { return false; }
-    bool carries(const bus::PublishFrame& f) const override { return !f.raw; }
+    bool carries(const bus::PublishFrame& f) const override { return !f.raw || bus::ws_message(f); }
     SharedBytes event(const bus::PublishFrame& f) const override {
+        if (bus::ws_message(f)) return f.ws ? f.ws : bus::ws_bytes(f);
         if (f.raw) return nullptr;
         if (f.ws) return f.ws;
         if (!f.wire || !f.data.empty() || !f.event.empty()) return bus::ws_bytes(f);
