@@ -11,14 +11,15 @@ Servers (a fresh one per phase):
 
 Phase 1: /native/ws?channel=NAME (the mojo mount) receives the events the
 admin API publishes, in order, as JSON text messages ({"id", "event",
-"data"}); a client that left reconnects with ?lastEventID= and gets what it
+"data"}), compressed (permessage-deflate, which python3-websockets offers); a client that left reconnects with ?lastEventID= and gets what it
 missed, then live events. Phase 2: a Django view answering `M0-Hold:
 websocket` (fixture /ws) holds the upgrade: events published by Django
 (m0.publish) and by the admin API arrive in order; the 101 names the pool
 thread (x-worker). Phase 3: the handshake by curl (101 and the RFC's own
 Sec-WebSocket-Accept; 426 with Sec-WebSocket-Version: 13; 400 for a bad
 key), and Origin: with --ws-origin a listed page is let in, another refused
-403, a client with no Origin let in. Phase 4: an unmasked client frame is
+403, a client with no Origin let in; with --ws-no-deflate no extension is
+negotiated. Phase 4: an unmasked client frame is
 closed 1002 and the server keeps serving; SIGTERM closes a subscriber with
 1001. Phase 5: WebSocket-over-HTTP (--ws-over-http /grip-ws): the fixture
 view written for Pushpin's protocol (django_realtime/grip_ws_views.py)
@@ -89,6 +90,9 @@ def phase1(ctx):
 
     async def run():
         async with websockets.connect(url(srv, "/native/ws?channel=w1")) as ws:
+            # python3-websockets offers permessage-deflate: the events come compressed.
+            ext = ws.response_headers.get("Sec-WebSocket-Extensions", "")
+            check(ext == "permessage-deflate; server_no_context_takeover", "extensions: %r" % ext)
             ids = [admin_publish(srv, "w1", "one"), admin_publish(srv, "w1", "two", "tick"),
                    admin_publish(srv, "w1", "thr\"ee")]
             got = await receive(ws, 3)
@@ -134,10 +138,10 @@ def curl_head(srv, path, headers):
     return out.split(b"\r\n\r\n", 1)[0].decode("latin-1")
 
 
-@smoke.phase(3, "the handshake by curl (101, 426, 400) and Origin: a listed page and no Origin let in, another refused 403")
+@smoke.phase(3, "the handshake by curl (101, 426, 400) and Origin: a listed page and no Origin let in, another refused 403; --ws-no-deflate")
 def phase3(ctx):
     page = "http://app.example:8080"
-    srv = ws_server(ctx, ["--ws-origin", page])
+    srv = ws_server(ctx, ["--ws-origin", page, "--ws-no-deflate"])
     base = ["Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13"]
     head = curl_head(srv, "/native/ws?channel=w3", base + ["Sec-WebSocket-Key: " + RFC_KEY])
     check(head.startswith("HTTP/1.1 101 Switching Protocols"), "curl: %s" % short(head))
@@ -155,6 +159,8 @@ def phase3(ctx):
 
     async def run():
         async with websockets.connect(url(srv, "/native/ws?channel=w3"), origin=page) as ws:
+            check("Sec-WebSocket-Extensions" not in ws.response_headers,
+                  "--ws-no-deflate: %r" % ws.response_headers.get("Sec-WebSocket-Extensions"))
             i = admin_publish(srv, "w3", "listed")
             check((await receive(ws, 1))[0]["id"] == str(i), "the listed page's event")
         try:

@@ -37,6 +37,16 @@ std::vector<Flag> with_ws_rows(std::vector<Flag> rows) {
             .to = custom(set::ws_over_http),
         },
         {
+            .name = "ws-no-deflate",
+            .kind = Flag::toggle,
+            .help = "never negotiate permessage-deflate (RFC 7692)",
+            .doc = "WebSockets never negotiate permessage-deflate. Without it, a client that "
+                   "offers it gets its events compressed (once an event, shared by every "
+                   "such subscriber: `server_no_context_takeover`) and may send compressed "
+                   "messages, inflated within `--ws-max-message`",
+            .to = on(AT(server.ws.no_deflate)),
+        },
+        {
             .name = "ws-max-message",
             .metavar = "BYTES",
             .help = "a client's WebSocket message, at most (default {default})",

@@ -40,9 +40,10 @@ TEST_CASE("ws events: encoded as Pushpin writes them, sizes in hex, no size with
                                             {"PING", std::string()},
                                             {"CLOSE", close_content(1000, "bye")},
                                             {"DISCONNECT", std::nullopt}});
-    CHECK(body == "OPEN\r\nTEXT 1a\r\n" + std::string(26, 'x') +
-                      "\r\nBINARY 3\r\n" + std::string("\0\r\n", 3) +
-                      "\r\nPING 0\r\n\r\nCLOSE 5\r\n\x03\xe8" "bye\r\nDISCONNECT\r\n");
+    CHECK(body == "OPEN\r\nTEXT 1a\r\n" + std::string(26, 'x') + "\r\nBINARY 3\r\n" +
+                      std::string("\0\r\n", 3) +
+                      "\r\nPING 0\r\n\r\nCLOSE 5\r\n\x03\xe8"
+                      "bye\r\nDISCONNECT\r\n");
 }
 
 TEST_CASE("ws events: what encode_events writes decodes back, content with CRLF inside too") {
@@ -95,7 +96,8 @@ TEST_CASE("ws events: the grip extension and its message prefix") {
     CHECK_FALSE(grip_prefix(r));
 }
 
-TEST_CASE("ws control: subscribe, unsubscribe, detach, keep-alive and set-meta as Pushpin reads them") {
+TEST_CASE(
+    "ws control: subscribe, unsubscribe, detach, keep-alive and set-meta as Pushpin reads them") {
     Control c;
     std::string err;
     REQUIRE(decode_ws_control(R"({"type":"subscribe","channel":"room"})", c, err));
@@ -116,7 +118,8 @@ TEST_CASE("ws control: subscribe, unsubscribe, detach, keep-alive and set-meta a
     CHECK(c.content == std::string("\0\1", 2));
     CHECK(c.message_type == "binary");
     CHECK(c.interval);
-    REQUIRE(decode_ws_control(R"({"type":"keep-alive","content":"p","message-type":"ping"})", c, err));
+    REQUIRE(
+        decode_ws_control(R"({"type":"keep-alive","content":"p","message-type":"ping"})", c, err));
     CHECK(c.message_type == "ping");
     REQUIRE(decode_ws_control(R"({"type":"set-meta","name":"User","value":"ann"})", c, err));
     CHECK(c.type == Control::Type::set_meta);
@@ -130,7 +133,8 @@ TEST_CASE("ws control: a bad control message is refused with a reason") {
     CHECK(control_refused("{}").find("without 'type'") != std::string::npos);
     CHECK(control_refused(R"({"type":"session"})").find("unknown") != std::string::npos);
     CHECK(control_refused(R"({"type":7})").find("'type' must be a string") != std::string::npos);
-    CHECK(control_refused(R"({"type":"subscribe"})").find("without a channel") != std::string::npos);
+    CHECK(control_refused(R"({"type":"subscribe"})").find("without a channel") !=
+          std::string::npos);
     CHECK(control_refused(R"({"type":"subscribe","channel":1})").find("must be a string") !=
           std::string::npos);
     CHECK(control_refused(R"({"type":"keep-alive","message-type":"yell"})").find("message-type") !=

@@ -101,6 +101,13 @@ std::string accept_key(std::string_view key);
 // UTF-8 become U+FFFD.
 std::string event_message(uint64_t id, std::string_view event, std::string_view data);
 
+// Whether an endpoint may send `code` in a close frame (RFC 6455 §7.4: 1000
+// to 1003, 1007 to 1014 (IANA's registry), 3000 to 4999).
+inline bool sendable_close_code(uint16_t code) {
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
+
 // A whole unmasked frame (FIN set) with `payload`, as a server sends it.
 std::string server_frame(Opcode op, std::string_view payload);
 // A close frame's bytes: the code, then `reason` (at most 123 bytes, cut).

@@ -75,9 +75,11 @@ bool decode_events(std::string_view body, std::vector<Event>& out, std::string& 
                 size = size * 16 + uint64_t(v);
             }
             if (size > body.size() - at || body.size() - at - size < 2)
-                return fail(err, at, e.type + " of " + std::to_string(size) + " bytes is cut short");
+                return fail(err, at,
+                            e.type + " of " + std::to_string(size) + " bytes is cut short");
             if (body.substr(at + size, 2) != "\r\n")
-                return fail(err, at + size, "the content of " + e.type + " is not followed by CRLF");
+                return fail(err, at + size,
+                            "the content of " + e.type + " is not followed by CRLF");
             e.content = std::string(body.substr(at, size));
             at += size + 2;
         }

@@ -177,7 +177,6 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
     if (subscribers.empty()) return;
     // Encoded once a transport, when the first hold of it is written; every
     // subscriber of that transport gets a reference to the same bytes.
-    constexpr size_t kTransports = 3;
     SharedBytes by_transport[kTransports];
     bool encoded[kTransports] = {};
     // A write may drop a slow reader: its unsubscribe waits for the loop's end

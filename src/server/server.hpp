@@ -87,6 +87,7 @@ struct WsConfig {
     // --ws-over-http: path prefixes whose upgrades speak WebSocket-over-HTTP
     // to their view (ws_over_http.cpp).
     std::vector<std::string> over_http;
+    bool no_deflate = false;  // --ws-no-deflate: permessage-deflate is never negotiated
 };
 
 struct ServerConfig {

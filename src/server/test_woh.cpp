@@ -86,7 +86,8 @@ struct WohRig : testing::ServerRig {
         return c;
     }
     static woh::Event subscribe(const std::string& channel, const char* type = "subscribe") {
-        return {"TEXT", std::string("c:{\"type\":\"") + type + "\",\"channel\":\"" + channel + "\"}"};
+        return {"TEXT",
+                std::string("c:{\"type\":\"") + type + "\",\"channel\":\"" + channel + "\"}"};
     }
     std::vector<Frame> frames(SocketClient& c, size_t n) {
         step_until([&] {
@@ -107,14 +108,16 @@ struct WohRig : testing::ServerRig {
     }
     // Steps a little: whatever the loop has to do now is done.
     void settle() {
-        for (int i = 0; i < 20; ++i) loop.run_until([] { return false; }, std::chrono::milliseconds(5));
+        for (int i = 0; i < 20; ++i)
+            loop.run_until([] { return false; }, std::chrono::milliseconds(5));
     }
 };
 
 }  // namespace
 
-TEST_CASE("woh: OPEN goes to the view as Pushpin sends it, and nothing to the client before its answer",
-          "[woh]") {
+TEST_CASE(
+    "woh: OPEN goes to the view as Pushpin sends it, and nothing to the client before its answer",
+    "[woh]") {
     WohRig rig;
     auto c = rig.connect();
     Asked a = rig.upgrade(*c, "/grip/room?channel=c", "Cookie: s=1\r\nMeta-Forged: x\r\n");
@@ -127,25 +130,29 @@ TEST_CASE("woh: OPEN goes to the view as Pushpin sends it, and nothing to the cl
     CHECK(h.get("Content-Length") == "6");
     CHECK(h.get("Connection-Id").value_or("").size() > 0);
     CHECK(h.get("Cookie") == "s=1");
-    for (const char* gone : {"Upgrade", "Connection", "Sec-WebSocket-Key", "Sec-WebSocket-Version",
-                             "Meta-Forged"})
+    for (const char* gone :
+         {"Upgrade", "Connection", "Sec-WebSocket-Key", "Sec-WebSocket-Version", "Meta-Forged"})
         CHECK_FALSE(h.has(gone));
     rig.settle();
     c->pump();
     CHECK(c->in.empty());
 }
 
-TEST_CASE("woh: the answer to OPEN subscribes before the 101; what was published while the view ran "
-          "follows it, then the answer's messages, then live events",
-          "[woh]") {
+TEST_CASE(
+    "woh: the answer to OPEN subscribes before the 101; what was published while the view ran "
+    "follows it, then the answer's messages, then live events",
+    "[woh]") {
     WohRig rig;
     auto c = rig.connect();
     Asked a = rig.upgrade(*c);
     REQUIRE(rig.bus.publish("c", "early").ok());  // while the view decides
     rig.settle();                                 // and the loop has fanned it out
     rig.answer(a.slot,
-               {{"OPEN", std::nullopt}, WohRig::subscribe("c"), {"TEXT", "m:hello"},
-                {"TEXT", "unprefixed: dropped"}, {"BINARY", std::string("m:\0\1", 4)}},
+               {{"OPEN", std::nullopt},
+                WohRig::subscribe("c"),
+                {"TEXT", "m:hello"},
+                {"TEXT", "unprefixed: dropped"},
+                {"BINARY", std::string("m:\0\1", 4)}},
                {{"Sec-WebSocket-Extensions", "grip"}});
     REQUIRE(rig.read_until(*c, "\r\n\r\n"));
     const std::string head = c->in.substr(0, c->in.find("\r\n\r\n") + 4);
@@ -179,9 +186,10 @@ TEST_CASE("woh: one request in flight; what the client does meanwhile goes as on
     CHECK(f[1].payload == "got a");
 }
 
-TEST_CASE("woh: the view's refusal is the client's answer; an answer to OPEN without OPEN, or not "
-          "events, is a 502 that says why",
-          "[woh]") {
+TEST_CASE(
+    "woh: the view's refusal is the client's answer; an answer to OPEN without OPEN, or not "
+    "events, is a 502 that says why",
+    "[woh]") {
     WohRig rig;
     auto c = rig.connect();
     Asked a = rig.upgrade(*c);
@@ -255,15 +263,17 @@ TEST_CASE("woh: a client that vanishes sends DISCONNECT; one that closes sends C
     CHECK(rig.asked.empty());  // no DISCONNECT after a close
 }
 
-TEST_CASE("woh: a later subscribe hears its channel, unsubscribe stops it, detach sends nothing more",
-          "[woh]") {
+TEST_CASE(
+    "woh: a later subscribe hears its channel, unsubscribe stops it, detach sends nothing more",
+    "[woh]") {
     WohRig rig;
     auto c = rig.connect();
     rig.open(*c, "c");
     Asked a = rig.say(*c, "sub");
     REQUIRE(rig.bus.publish("d", "while the view ran").ok());
     rig.settle();
-    rig.answer(a.slot, {WohRig::subscribe("d"), WohRig::subscribe("c", "unsubscribe"),
+    rig.answer(a.slot, {WohRig::subscribe("d"),
+                        WohRig::subscribe("c", "unsubscribe"),
                         {"TEXT", "c:{\"type\":\"detach\"}"}});
     rig.settle();
     REQUIRE(rig.bus.publish("c", "not heard").ok());
@@ -276,9 +286,10 @@ TEST_CASE("woh: a later subscribe hears its channel, unsubscribe stops it, detac
     CHECK(rig.asked.empty());
 }
 
-TEST_CASE("woh: a client whose queued events pass 4 x --ws-max-message while the view is behind is "
-          "closed 1013",
-          "[woh]") {
+TEST_CASE(
+    "woh: a client whose queued events pass 4 x --ws-max-message while the view is behind is "
+    "closed 1013",
+    "[woh]") {
     WohRig rig;
     auto c = rig.opened();
     (void)rig.say(*c, "first");  // never answered
@@ -292,14 +303,16 @@ TEST_CASE("woh: a control message the view gets wrong is refused and the connect
     WohRig rig;
     auto c = rig.opened();
     Asked a = rig.say(*c, "x");
-    rig.answer(a.slot, {{"TEXT", "c:{\"type\":\"session\"}"}, {"TEXT", "c:not json"},
-                        {"TEXT", "m:still here"}});
+    rig.answer(
+        a.slot,
+        {{"TEXT", "c:{\"type\":\"session\"}"}, {"TEXT", "c:not json"}, {"TEXT", "m:still here"}});
     rig.expect(*c, {{0x1, "still here"}});
 }
 
-TEST_CASE("woh: a ws-message item reaches a WebSocket verbatim, text or binary, in id order with "
-          "other events",
-          "[woh]") {
+TEST_CASE(
+    "woh: a ws-message item reaches a WebSocket verbatim, text or binary, in id order with "
+    "other events",
+    "[woh]") {
     WohRig rig;
     auto c = rig.opened();
     REQUIRE(rig.bus.publish("c", "one").ok());
@@ -320,4 +333,18 @@ TEST_CASE("woh: a keep-alive control message sends its content after that many i
     Asked a = rig.say(*c, "x");
     rig.answer(a.slot, {{"TEXT", "c:{\"type\":\"keep-alive\",\"content\":\"ka\",\"timeout\":1}"}});
     rig.expect(*c, {{0x1, "ka"}});
+}
+
+TEST_CASE(
+    "woh: a view that closes with a code no endpoint may send is closed 1011 instead "
+    "(fuzz_ws found it passed on)",
+    "[woh]") {
+    WohRig rig;
+    for (uint16_t bad : {uint16_t(999), uint16_t(1005), uint16_t(1015), uint16_t(0x54a0)}) {
+        auto c = rig.opened();
+        Asked a = rig.say(*c, "x");
+        rig.answer(a.slot, {{"CLOSE", woh::close_content(bad, "")}});
+        REQUIRE(rig.wait_eof(*c));
+        CHECK(close_code(parse(c->in)) == 1011);
+    }
 }

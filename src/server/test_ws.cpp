@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "http/ws_deflate.hpp"
 #include "mojo/mojo.hpp"
 #include "server/test_hold_rig.hpp"
 #include "server/test_ws_frames.hpp"
@@ -36,11 +37,12 @@ struct WsRig : testing::HoldRig {
     // `completion_first`: the loop handles the hold's completion before it
     // looks at its bus lane (as when the ring's eventfd is seen first).
     std::string open(SocketClient& c, const std::string& query = "channel=c",
-                     bool completion_first = false) {
+                     bool completion_first = false, const std::string& extra = "") {
         REQUIRE(c.send("GET /native/ws?" + query +
                        " HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                       "Sec-WebSocket-Version: 13\r\n\r\n"));
+                       "Sec-WebSocket-Version: 13\r\n" +
+                       extra + "\r\n"));
         REQUIRE(loop.run_until([&] { return pool->pool().queued() == 1; }));
         REQUIRE(pool->pool().run_next());
         if (completion_first) server->on_completions_ready();
@@ -320,4 +322,38 @@ TEST_CASE("ws: the handler's subprotocol is echoed only when the client offered 
         CHECK(echoed == (std::string(choose) == "chat"));
         CHECK(rig.conn->in.find("Sec-WebSocket-Protocol: other") == std::string::npos);
     }
+}
+
+TEST_CASE(
+    "ws: permessage-deflate: negotiated in the 101, events compressed, a client's compressed "
+    "message inflated within --ws-max-message (a bomb closes 1009, bad UTF-8 1007)",
+    "[ws]") {
+    WsRig rig(ws_config());
+    std::string head = rig.open(*rig.conn, "channel=c", false,
+                                "Sec-WebSocket-Extensions: permessage-deflate; "
+                                "client_max_window_bits\r\n");
+    CHECK(head.find("Sec-WebSocket-Extensions: permessage-deflate; "
+                    "server_no_context_takeover\r\n") != std::string::npos);
+    REQUIRE(rig.bus.publish("c", std::string(500, 'q')).ok());
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(uint8_t(rig.conn->in[0]) == (0x80 | 0x40 | 0x1));
+    http::ws::Inflater in;
+    std::string plain;
+    REQUIRE(in.inflate(f[0].payload, 10000, plain) == http::ws::Inflater::Result::ok);
+    CHECK(plain == R"({"id":"1","data":")" + std::string(500, 'q') + "\"}");
+    // A compressed ping is a protocol error; a compressed text that inflates
+    // past --ws-max-message (1000) is 1009.
+    rig.conn->in.clear();
+    REQUIRE(rig.conn->send(frame(0x1, http::ws::deflate_message(std::string(5000, 'a')), true, 4)));
+    CHECK(close_code(rig.closed(*rig.conn)) == 1009);
+    auto other = rig.connect();
+    rig.open(*other, "channel=c", false, "Sec-WebSocket-Extensions: permessage-deflate\r\n");
+    REQUIRE(other->send(frame(0x1, http::ws::deflate_message("\xc3("), true, 4)));
+    CHECK(close_code(rig.closed(*other)) == 1007);
+    // Without the offer, RSV1 stays a protocol error.
+    auto plain_client = rig.connect();
+    rig.open(*plain_client);
+    REQUIRE(plain_client->send(frame(0x1, http::ws::deflate_message("hi"), true, 4)));
+    CHECK(close_code(rig.closed(*plain_client)) == 1002);
 }

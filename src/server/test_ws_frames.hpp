@@ -12,7 +12,7 @@ namespace m0::testing::wsf {
 
 // A client frame: masked (RFC 6455 §5.3) unless `mask` is false.
 inline std::string frame(uint8_t op, std::string_view payload, bool fin = true, uint8_t rsv = 0,
-                  bool mask = true) {
+                         bool mask = true) {
     std::string f;
     f += char((fin ? 0x80 : 0) | (rsv << 4) | op);
     const uint8_t m = mask ? 0x80 : 0;

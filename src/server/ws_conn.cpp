@@ -182,11 +182,32 @@ struct Server::WsIo {
                 a->status_code);
             return;
         }
-        if (a->opcode == static_cast<uint8_t>(ws::Opcode::text) ||
-            a->opcode == static_cast<uint8_t>(ws::Opcode::binary))
-            c.server->on_ws_message(
-                c, a->opcode == static_cast<uint8_t>(ws::Opcode::text),
-                std::string_view(reinterpret_cast<const char*>(a->msg), a->msg_length));
+        const bool text = a->opcode == static_cast<uint8_t>(ws::Opcode::text);
+        if (!text && a->opcode != static_cast<uint8_t>(ws::Opcode::binary)) return;
+        std::string_view msg(reinterpret_cast<const char*>(a->msg), a->msg_length);
+        if (!(a->rsv & WSLAY_RSV1_BIT)) {
+            c.server->on_ws_message(c, text, msg);
+            return;
+        }
+        // Compressed (RFC 7692 §7.2.2): inflated within --ws-max-message,
+        // and its text checked as UTF-8 here (wslay skips compressed text).
+        if (!w.inflater) w.inflater = std::make_unique<ws::Inflater>();
+        std::string plain;
+        switch (w.inflater->inflate(msg, c.server->cfg_.ws.max_message, plain)) {
+            case ws::Inflater::Result::too_big:
+                fail(w, ws::kTooBig, "message too big (inflated)");
+                return;
+            case ws::Inflater::Result::bad:
+                fail(w, ws::kInvalidData, "bad compressed data");
+                return;
+            case ws::Inflater::Result::ok:
+                break;
+        }
+        if (text && !ws::Utf8Validator().feed(plain)) {
+            fail(w, ws::kInvalidData, "text is not UTF-8");
+            return;
+        }
+        c.server->on_ws_message(c, text, plain);
     }
 };
 
@@ -206,6 +227,7 @@ bool Server::ws_handshake(Conn& c, http::Request& req) {
     c.ws = std::make_unique<WsState>();
     c.ws->accept = std::move(u.accept);
     c.ws->protocols = std::move(u.protocols);
+    if (!cfg_.ws.no_deflate) c.ws->extensions = ws::negotiate_deflate(req.headers);
     return true;
 }
 
@@ -224,6 +246,7 @@ std::string Server::ws_head(Conn& c, http::Response& r) {
             M0_LOG(warn, "WebSocket on slot ", to_string(c.slot), ": the handler chose protocol '",
                    std::string(*p), "', which the client did not offer: left out");
     }
+    if (!c.ws->extensions.empty()) h.headers.add("Sec-WebSocket-Extensions", c.ws->extensions);
     if (auto w = r.headers.get("x-worker")) h.headers.add("x-worker", std::string(*w));
     r.status = 101;  // the access log's
     r.body.clear();  // nothing but frames after the 101
@@ -248,6 +271,8 @@ void Server::ws_open(Conn& c) {
     // §10.4: a limit on the message size, reassembled from its fragments:
     // past it, wslay closes with 1009.
     wslay_event_config_set_max_recv_msg_length(w.ctx, cfg_.ws.max_message);
+    // RFC 7692 §6: a compressed message has RSV1 on its first frame.
+    if (!w.extensions.empty()) wslay_event_config_set_allowed_rsv_bits(w.ctx, WSLAY_RSV1_BIT);
     w.last_heard = monotonic_seconds();
     ws_slots_.push_back(c.slot);
     if (!ws_timer_->pending()) ws_timer_->start(ws_tick_seconds());

@@ -12,9 +12,11 @@
 
 #include "http/message.hpp"
 #include "http/websocket.hpp"
+#include "http/ws_deflate.hpp"
 #include "http/ws_events.hpp"
 #include "pool/admission.hpp"
 #include "pool/slot.hpp"
+#include "server/subscriber.hpp"
 
 namespace m0::server {
 
@@ -60,6 +62,15 @@ struct WsState {
     double last_heard = 0;          // monotonic: bytes last came from the client
     double ping_sent = 0;           // monotonic: the ping awaiting an answer; 0: none
     std::unique_ptr<WohState> woh;  // WebSocket-over-HTTP (--ws-over-http) only
+    // permessage-deflate (http/ws_deflate.hpp): the 101's extension value
+    // (empty: not negotiated), and the client's messages' inflater, made
+    // with the first compressed one (most subscribers never send one).
+    std::string extensions;
+    std::unique_ptr<http::ws::Inflater> inflater;
+
+    Transport transport() const {
+        return extensions.empty() ? Transport::websocket : Transport::websocket_deflate;
+    }
 
     WsState() = default;
     WsState(const WsState&) = delete;

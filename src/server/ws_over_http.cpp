@@ -65,9 +65,16 @@ namespace woh = http::woh;
 namespace {
 // Headers of the upgrade request not passed to the view.
 constexpr std::string_view kDropped[] = {
-    "Upgrade",      "Connection",          "Accept",         "Connection-Id",
-    "Content-Type", "Content-Length",      "Transfer-Encoding", "Sec-WebSocket-Key",
-    "Sec-WebSocket-Version", "Sec-WebSocket-Extensions",
+    "Upgrade",
+    "Connection",
+    "Accept",
+    "Connection-Id",
+    "Content-Type",
+    "Content-Length",
+    "Transfer-Encoding",
+    "Sec-WebSocket-Key",
+    "Sec-WebSocket-Version",
+    "Sec-WebSocket-Extensions",
 };
 constexpr size_t kRejectBodyMax = 100000;  // Pushpin's REJECT_BODY_MAX
 
@@ -91,7 +98,8 @@ bool is_events(const http::Response& r) {
 
 bool Server::over_http(const http::Request& req) const {
     for (const auto& p : cfg_.ws.over_http)
-        if (req.path == p || (req.path.starts_with(p) && (p.ends_with('/') || req.path[p.size()] == '/')))
+        if (req.path == p ||
+            (req.path.starts_with(p) && (p.ends_with('/') || req.path[p.size()] == '/')))
             return true;
     return false;
 }
@@ -109,7 +117,8 @@ void Server::woh_start(Conn& c, http::Request req, const SubmitFn& submit) {
              std::to_string(c.slot.gen);
     o->submit = &submit;
     for (auto name : kDropped) req.headers.remove(name);
-    std::erase_if(req.headers.items, [](const auto& h) { return starts_with_ci(h.first, "Meta-"); });
+    std::erase_if(req.headers.items,
+                  [](const auto& h) { return starts_with_ci(h.first, "Meta-"); });
     req.method = "POST";
     req.body.clear();
     o->base = std::move(req);
@@ -208,8 +217,8 @@ void Server::woh_answer(Conn& c, Completion& comp) {
     std::string err;
     if (!is_events(r)) {
         if (!o.opened) {
-            M0_LOG(info, "WebSocket-over-HTTP on slot ", to_string(c.slot), " refused by the view: ",
-                   std::to_string(r.status));
+            M0_LOG(info, "WebSocket-over-HTTP on slot ", to_string(c.slot),
+                   " refused by the view: ", std::to_string(r.status));
             r.headers.remove("Content-Length");
             if (r.body.size() > kRejectBodyMax) r.body.resize(kRejectBodyMax);
             c.ws.reset();  // an HTTP answer, not a 101
@@ -275,7 +284,7 @@ bool Server::woh_open(Conn& c, const http::Response& answer) {
     const SlotRef slot = c.slot;
     on_bus_ready();  // every event numbered so far has reached its holds
     if (!find(slot)) return false;
-    holds_.open_awaiting(slot, o.position, channels, {}, Transport::websocket);
+    holds_.open_awaiting(slot, o.position, channels, {}, c.ws->transport());
     metrics_.holds_open.fetch_add(1);
     const uint64_t upto = bus_->link_stats().shared ? bus::kUptoUnknown : bus_->position();
     if (!channels.empty() && o.position < upto)
@@ -317,7 +326,8 @@ bool Server::woh_carry(Conn& c, const woh::Event& e) {
         if (o.prefix) {
             if (text && payload.starts_with("c:")) return woh_control(c, payload.substr(2));
             if (!payload.starts_with(*o.prefix)) {
-                M0_LOG(debug, "WebSocket on slot ", to_string(slot), ": an unprefixed message dropped");
+                M0_LOG(debug, "WebSocket on slot ", to_string(slot),
+                       ": an unprefixed message dropped");
                 return true;
             }
             payload.remove_prefix(o.prefix->size());
@@ -336,9 +346,13 @@ bool Server::woh_carry(Conn& c, const woh::Event& e) {
         return true;
     }
     if (e.type == "CLOSE") {
-        uint16_t code = content.size() >= 2 ? uint16_t((uint8_t(content[0]) << 8) | uint8_t(content[1]))
-                                            : 0;
+        uint16_t code =
+            content.size() >= 2 ? uint16_t((uint8_t(content[0]) << 8) | uint8_t(content[1])) : 0;
         if (code == 0) code = ws::kNormal;
+        if (!ws::sendable_close_code(code)) {
+            woh_fail(c, "the view closed with " + std::to_string(code) + ", not a close code");
+            return false;
+        }
         woh_close(c, code, content.size() > 2 ? std::string_view(content).substr(2) : "");
         return false;
     }

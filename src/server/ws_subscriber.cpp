@@ -24,6 +24,7 @@
 // envelope (its id still counts: a reconnect's cursor passes it).
 #include "http/sse.hpp"
 #include "http/websocket.hpp"
+#include "http/ws_deflate.hpp"
 #include "server/subscriber.hpp"
 
 namespace m0::server {
@@ -34,9 +35,17 @@ namespace ws = http::ws;
 
 class WsSubscriber final : public Subscriber {
   public:
+    explicit WsSubscriber(bool deflate) : deflate_(deflate) {}
     bool answers_once() const override { return false; }
     bool carries(const bus::PublishFrame& f) const override { return !f.raw || bus::ws_message(f); }
     SharedBytes event(const bus::PublishFrame& f) const override {
+        SharedBytes plain = frame(f);
+        // permessage-deflate: compressed with no context, so the same bytes
+        // serve every subscriber of this kind (made once an event, here).
+        if (!deflate_ || !plain) return plain;
+        return std::make_shared<const std::string>(ws::deflate_frame(*plain));
+    }
+    SharedBytes frame(const bus::PublishFrame& f) const {
         if (bus::ws_message(f)) return f.ws ? f.ws : bus::ws_bytes(f);
         if (f.raw) return nullptr;
         if (f.ws) return f.ws;
@@ -65,6 +74,7 @@ class WsSubscriber final : public Subscriber {
     }
 
   private:
+    const bool deflate_;
     const SharedBytes ping_ =
         std::make_shared<const std::string>(ws::server_frame(ws::Opcode::ping, {}));
 };
@@ -72,7 +82,12 @@ class WsSubscriber final : public Subscriber {
 }  // namespace
 
 const Subscriber& ws_subscriber() {
-    static const WsSubscriber s;
+    static const WsSubscriber s(false);
+    return s;
+}
+
+const Subscriber& ws_deflate_subscriber() {
+    static const WsSubscriber s(true);
     return s;
 }
 
