@@ -27,7 +27,8 @@ refuses with its own 403, accepts, echoes text and binary with its
 Connection-Id and a meta value it set, publishes from Django, hears the
 admin API's events, and Pushpin's ws-message items arrive verbatim (an
 http-stream item does not); its close reaches the client (4000), and a
-client's close reaches the view (CLOSE).
+client's close reaches the view (CLOSE). Phase 6: the builtin mount's native
+WebSocket handler, /native/ws-echo, echoes and hears its channel.
 """
 
 import asyncio
@@ -223,6 +224,13 @@ def phase4(ctx):
           % (time.monotonic() - t0))
 
 
+async def echoes(ws, message, want):
+    """Sends `message`; the next message is `want`."""
+    await ws.send(message)
+    got = await asyncio.wait_for(ws.recv(), 5)
+    check(got == want, "echo of %r: %r" % (message, got))
+
+
 def ws_message_items(srv, items):
     """Pushpin's POST /publish/ on the admin listener; the ids it answers."""
     r = http(srv.admin, "POST", "/publish/", [("Content-Type", "application/json")],
@@ -249,12 +257,8 @@ def phase5(ctx):
         async with websockets.connect(url(srv, "/grip-ws?channel=g5&user=ann")) as ws:
             check("grip" not in ws.response_headers.get("Sec-WebSocket-Extensions", ""),
                   "the grip extension is the view's: %r" % ws.response_headers)
-            await ws.send("hello")
-            got = await asyncio.wait_for(ws.recv(), 5)
-            check(got == "echo: hello id=ok user=ann", "echo with id and meta: %r" % got)
-            await ws.send(b"\x00\xffbin")
-            got = await asyncio.wait_for(ws.recv(), 5)
-            check(got == b"\x00\xffbin", "binary echo: %r" % got)
+            await echoes(ws, "hello", "echo: hello id=ok user=ann")
+            await echoes(ws, b"\x00\xffbin", b"\x00\xffbin")
             await ws.send("publish:from django")
             got = json.loads(await asyncio.wait_for(ws.recv(), 5))
             check(got.get("data") == "from django" and "id" in got, "m0.publish in the view: %r" % got)
@@ -287,6 +291,21 @@ def phase5(ctx):
             time.sleep(0.05)
         check(lines[:1] == ["OPEN"] and "TEXT" in lines and "BINARY" in lines and "CLOSE" in lines,
               "the view's requests: %r" % lines)
+
+    asyncio.run(run())
+
+
+@smoke.phase(6, "a native WebSocket handler (/native/ws-echo on the mojo mount) echoes text and binary and hears its channel")
+def phase6(ctx):
+    srv = ws_server(ctx)
+
+    async def run():
+        async with websockets.connect(url(srv, "/native/ws-echo?channel=w6")) as ws:
+            await echoes(ws, "hi", "echo: hi")
+            await echoes(ws, b"\x01\x02", b"\x01\x02")
+            i = admin_publish(srv, "w6", "to the handler's channel")
+            got = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            check(got == {"id": str(i), "data": "to the handler's channel"}, "event: %r" % got)
 
     asyncio.run(run())
 

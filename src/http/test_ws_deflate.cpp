@@ -60,8 +60,7 @@ TEST_CASE("deflate: a message compressed as RFC 7692's example, and inflated bac
     Inflater kept;
     REQUIRE(kept.inflate(std::string("\xf2\x48\xcd\xc9\xc9\x07\x00", 7), 100, out) ==
             Inflater::Result::ok);
-    REQUIRE(kept.inflate(std::string("\xf2\x00\x11\x00\x00", 5), 100, out) ==
-            Inflater::Result::ok);
+    REQUIRE(kept.inflate(std::string("\xf2\x00\x11\x00\x00", 5), 100, out) == Inflater::Result::ok);
     CHECK(out == "Hello");
 }
 

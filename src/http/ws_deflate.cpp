@@ -54,7 +54,8 @@ struct Deflater {
     z_stream z{};
     bool ok = false;
     Deflater() {
-        ok = deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+        ok =
+            deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK;
     }
     ~Deflater() {
         if (ok) deflateEnd(&z);

@@ -99,9 +99,9 @@ void check_frames(std::string_view in, bool deflate) {
         FUZZ_CHECK((b0 & 0x80) != 0);  // FIN: the server fragments nothing
         const uint8_t op = b0 & 0x0F;
         const bool compressed = (b0 & 0x40) != 0;
-        FUZZ_CHECK((b0 & 0x30) == 0);  // no reserved bit but RSV1, and that one
+        FUZZ_CHECK((b0 & 0x30) == 0);                      // no reserved bit but RSV1, and that one
         FUZZ_CHECK(!compressed || (deflate && op < 0x8));  // on data with permessage-deflate
-        FUZZ_CHECK((b1 & 0x80) == 0);  // never masked
+        FUZZ_CHECK((b1 & 0x80) == 0);                      // never masked
         FUZZ_CHECK(op == 0x1 || op == 0x2 || op == 0x8 || op == 0x9 || op == 0xA);
         uint64_t n = b1 & 0x7F;
         size_t at = 2;

@@ -31,6 +31,7 @@ server::ServerConfig ws_config() {
 
 struct WsRig : testing::HoldRig {
     using HoldRig::HoldRig;
+    std::string path = "/native/ws";  // what open() upgrades
 
     // Opens a WebSocket on `c` to /native/ws?`query`; the 101 is taken from
     // c.in, and returned.
@@ -38,7 +39,7 @@ struct WsRig : testing::HoldRig {
     // looks at its bus lane (as when the ring's eventfd is seen first).
     std::string open(SocketClient& c, const std::string& query = "channel=c",
                      bool completion_first = false, const std::string& extra = "") {
-        REQUIRE(c.send("GET /native/ws?" + query +
+        REQUIRE(c.send("GET " + path + "?" + query +
                        " HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                        "Sec-WebSocket-Version: 13\r\n" +
@@ -356,4 +357,33 @@ TEST_CASE(
     rig.open(*plain_client);
     REQUIRE(plain_client->send(frame(0x1, http::ws::deflate_message("hi"), true, 4)));
     CHECK(close_code(rig.closed(*plain_client)) == 1002);
+}
+
+TEST_CASE(
+    "ws: a native handler (/native/ws-echo) runs on the mojo pool for each batch of events "
+    "only, and its connection hears its channel",
+    "[ws]") {
+    auto cfg = ws_config();
+    cfg.ws.over_http = {"/native/ws-echo"};  // what the binary adds for the mount's ws_paths
+    WsRig rig(cfg);
+    rig.path = "/native/ws-echo";
+    std::string head = rig.open(*rig.conn, "channel=c");  // OPEN: one job, run
+    CHECK(head.find("Sec-WebSocket-Extensions") == std::string::npos);
+    CHECK(rig.pool->pool().queued() == 0);  // no thread is kept for the connection
+    CHECK(rig.server->subscribed(rig.slot));
+    REQUIRE(rig.bus.publish("c", "ev").ok());
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].payload == R"({"id":"1","data":"ev"})");
+    rig.conn->in.clear();
+    REQUIRE(rig.conn->send(frame(0x1, "hi") + frame(0x2, std::string("\0\1", 2))));
+    for (int n = 0; n < 2 && rig.frames(*rig.conn, 2).size() < 2; ++n) {
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+    }
+    f = rig.frames(*rig.conn, 2);
+    REQUIRE(f.size() == 2);
+    CHECK((f[0].op == 0x1 && f[0].payload == "echo: hi"));
+    CHECK((f[1].op == 0x2 && f[1].payload == std::string("\0\1", 2)));
+    CHECK(rig.pool->pool().queued() == 0);
 }
