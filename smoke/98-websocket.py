@@ -268,10 +268,15 @@ def phase5(ctx):
             ids = ws_message_items(srv, [
                 {"channel": "g5", "formats": {"ws-message": {"content": "verbatim {text}"}}},
                 {"channel": "g5", "formats": {"ws-message": {"content-bin": "AAH/"}}},
-                {"channel": "g5", "formats": {"http-stream": {"content": "data: sse only\n\n"}}}])
-            check(len(ids) == 3 and ids == sorted(ids) and ids[0] > a, "ids: %r after %d" % (ids, a))
-            got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(2)]
-            check(got == ["verbatim {text}", b"\x00\x01\xff"], "ws-message items: %r" % got)
+                {"channel": "g5", "formats": {"http-stream": {"content": "data: sse only\n\n"}}},
+                # pushpin-publish's item: every format, one event.
+                {"channel": "g5", "formats": {"http-stream": {"content": "data: all\n\n"},
+                                              "http-response": {"body": "all"},
+                                              "ws-message": {"content": "all three"}}}])
+            check(len(ids) == 4 and ids == sorted(ids) and ids[0] > a, "ids: %r after %d" % (ids, a))
+            got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(3)]
+            check(got == ["verbatim {text}", b"\x00\x01\xff", "all three"],
+                  "ws-message items: %r" % got)
             await nothing_more(ws)
             await ws.send("close")
             try:

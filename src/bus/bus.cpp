@@ -41,6 +41,13 @@ std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f) {
 }
 
 std::shared_ptr<const std::string> ws_bytes(const PublishFrame& f) {
+    if (f.raw && f.event == kResponseFormat) {
+        // An http-response item that had a ws-message: WebSockets get its content.
+        http::ResponseItem item;
+        if (!http::decode_response_item(f.data, item) || !item.ws) return nullptr;
+        return std::make_shared<const std::string>(http::ws::server_frame(
+            item.ws_binary ? http::ws::Opcode::binary : http::ws::Opcode::text, *item.ws));
+    }
     if (ws_message(f))
         return std::make_shared<const std::string>(http::ws::server_frame(
             f.event == kWsTextFormat ? http::ws::Opcode::text : http::ws::Opcode::binary, f.data));

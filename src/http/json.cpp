@@ -179,16 +179,19 @@ bool decode_response(const json& r, ResponseItem& out, std::string& err) {
 }
 
 // `served`: the item has a format served here (http-stream or http-response).
-// A ws-message format: {"content": STRING} or {"content-bin": BASE64}.
-bool decode_ws_message(const json& ws, PushpinItem& out, std::string& err) {
+// A ws-message format: {"content": STRING} or {"content-bin": BASE64}, or
+// {"action": "close"} (`close` set).
+bool decode_ws_message(const json& ws, PushpinItem& out, bool& close, std::string& err) {
     if (!ws.is_object()) {
         err = "'ws-message' must be an object";
         return false;
     }
     std::string action = "send";
     if (!optional_string(ws, "action", action, err)) return false;
+    close = action == "close";
+    if (close) return true;
     if (action != "send") {
-        err = "ws-message action '" + action + "' is not supported (send)";
+        err = "ws-message action '" + action + "' is not supported (send or close)";
         return false;
     }
     if (ws.contains("content") == ws.contains("content-bin")) {
@@ -226,10 +229,26 @@ bool decode_item(const json& item, PushpinItem& out, bool& served, std::string& 
         if (!decode_response(*response, *out.response, err)) return false;
     }
     auto ws = formats->find("ws-message");
-    if (ws != formats->end() && !decode_ws_message(*ws, out, err)) return false;
+    bool ws_close = false;
+    if (ws != formats->end() && !decode_ws_message(*ws, out, ws_close, err)) return false;
     auto stream = formats->find("http-stream");
     out.has_stream = stream != formats->end();
-    served = out.has_stream || out.response.has_value() || out.ws.has_value();
+    served = out.has_stream || out.response.has_value() || out.ws.has_value() || ws_close;
+    if (ws_close) {
+        // pushpin-publish --close sends it beside http-stream's close: the
+        // channel's holds are closed, whatever their transport.
+        std::string stream_action = out.has_stream ? "send" : "close";
+        if (out.has_stream && stream->is_object() &&
+            !optional_string(*stream, "action", stream_action, err))
+            return false;
+        if (out.response || stream_action != "close") {
+            err = "an item cannot both close (ws-message) and send or respond";
+            return false;
+        }
+        out.action = PushpinItem::Action::close;
+        out.has_stream = false;
+        return true;
+    }
     if (!out.has_stream) return true;
     if (!stream->is_object()) {
         err = "'http-stream' must be an object";
@@ -381,6 +400,7 @@ std::string encode_response_item(const ResponseItem& item) {
     j["headers"] = std::move(headers);
     j["body-bin"] = grant::base64_encode(item.body);
     if (item.stream) j["stream-bin"] = grant::base64_encode(*item.stream);
+    if (item.ws) j[item.ws_binary ? "ws-binary-bin" : "ws-bin"] = grant::base64_encode(*item.ws);
     return j.dump();
 }
 
@@ -394,6 +414,13 @@ bool decode_response_item(std::string_view data, ResponseItem& out) {
         std::string stream;
         if (!text_or_bin(j, "stream", stream, err)) return false;
         out.stream = std::move(stream);
+    }
+    for (const char* key : {"ws", "ws-binary"}) {
+        if (!j.contains(std::string(key) + "-bin")) continue;
+        std::string ws;
+        if (!text_or_bin(j, key, ws, err)) return false;
+        out.ws = std::move(ws);
+        out.ws_binary = key[2] != '\0';
     }
     return true;
 }

@@ -41,6 +41,10 @@ struct ResponseItem {
     // The item's http-stream content, when it had one: what stream holds are
     // written for the same event.
     std::optional<std::string> stream;
+    // Its ws-message content, when it had one: what WebSocket subscribers
+    // are sent for the same event (a binary message with ws_binary).
+    std::optional<std::string> ws;
+    bool ws_binary = false;
 };
 
 // One Pushpin item that has an http-stream or an http-response format.
@@ -82,8 +86,9 @@ bool decode_close(std::string_view body, std::string& channel, std::string& err)
 // (default 200), "reason": STRING (not kept), "headers": {NAME: VALUE} or
 // [[NAME, VALUE], ...], "body": STRING or "body-bin": BASE64}; "body-patch"
 // is refused, as is an item that both closes and responds. Its `ws-message`
-// is {"content": STRING} or {"content-bin": BASE64} (its "close" action is
-// refused, as is an item that both closes its http-stream and sends one).
+// is {"content": STRING} or {"content-bin": BASE64}, or {"action": "close"},
+// which closes the channel's holds as http-stream's close does (every
+// transport); an item that both closes and sends or responds is refused.
 // Items with none of the three are not returned, only counted in `skipped`. False with `err` on
 // anything else (the "hint" action included): the whole request is refused, nothing decoded.
 bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size_t& skipped,

@@ -225,6 +225,14 @@ TEST_CASE("json: Pushpin items give their channel and http-stream content", "[ht
     CHECK(items[4].ws == std::string("\0\1", 2));
     CHECK(items[4].ws_binary);
     CHECK(skipped == 1);  // f: no format m0serve serves
+    // pushpin-publish --close: both formats close; the channel's holds end.
+    auto closing =
+        items_of(R"({"items":[{"channel":"g","formats":{"http-stream":{"action":"close"},)"
+                 R"("ws-message":{"action":"close"}}},)"
+                 R"({"channel":"h","formats":{"ws-message":{"action":"close"}}}]})");
+    REQUIRE(closing.size() == 2);
+    CHECK(closing[0].action == PushpinItem::Action::close);
+    CHECK(closing[1].action == PushpinItem::Action::close);
     CHECK(items_of(R"({"items":[]})").empty());
 }
 
@@ -236,7 +244,10 @@ TEST_CASE("json: a bad ws-message format is refused with a reason", "[http][json
     CHECK(bad("{}").find("one of 'content' and 'content-bin'") != std::string::npos);
     CHECK(bad(R"({"content":"a","content-bin":"YQ=="})").find("one of") != std::string::npos);
     CHECK(bad(R"({"content-bin":"%%"})").find("base64") != std::string::npos);
-    CHECK(bad(R"({"action":"close"})").find("not supported") != std::string::npos);
+    CHECK(bad(R"({"action":"hint"})").find("not supported") != std::string::npos);
+    CHECK(pushpin_bad(R"({"items":[{"channel":"a","formats":{"ws-message":{"action":"close"},)"
+                      R"("http-stream":{"content":"a"}}}]})")
+              .find("cannot both close") != std::string::npos);
     CHECK(pushpin_bad(R"({"items":[{"channel":"a","formats":{"ws-message":{"content":"a"},)"
                       R"("http-stream":{"action":"close"}}}]})")
               .find("cannot both close") != std::string::npos);
@@ -310,6 +321,15 @@ TEST_CASE("json: Pushpin's http-response format, and the item as the bus carries
     CHECK(back.headers == r.headers);
     CHECK(back.body == r.body);
     CHECK(back.stream == r.stream);
+    CHECK_FALSE(back.ws);
+    // Its ws-message content too (pushpin-publish's items carry every format).
+    for (bool binary : {false, true}) {
+        r.ws = std::string("w\0s", 3);
+        r.ws_binary = binary;
+        REQUIRE(decode_response_item(encode_response_item(r), back));
+        CHECK(back.ws == r.ws);
+        CHECK(back.ws_binary == binary);
+    }
     CHECK_FALSE(decode_response_item("not json", back));
     CHECK_FALSE(decode_response_item(R"({"code":99})", back));
 

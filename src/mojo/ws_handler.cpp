@@ -26,7 +26,8 @@ void WsContext::control(std::string_view type, std::string_view channel) {
     nlohmann::json j = {{"type", type}, {"channel", channel}};
     // A channel that is not UTF-8 cannot be a JSON string: the server would
     // refuse its name anyway.
-    out_.push_back({"TEXT", "c:" + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
+    out_.push_back(
+        {"TEXT", "c:" + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
 }
 
 void WsContext::subscribe(std::string_view channel) {
@@ -61,12 +62,14 @@ bool WsContext::read(std::vector<woh::Event>& events, http::Response& refusal) c
     if (req_.method == "POST" && ct && *ct == woh::kContentType &&
         woh::decode_events(req_.body, events, err))
         return true;
-    refusal = http::error_response(400, err.empty() ? "Request must contain WebSocket events" : err);
+    refusal =
+        http::error_response(400, err.empty() ? "Request must contain WebSocket events" : err);
     return false;
 }
 
 http::Response WsContext::answer(bool opening) const {
-    if (opening && !accepted_) return http::error_response(403, "the handler refused the WebSocket");
+    if (opening && !accepted_)
+        return http::error_response(403, "the handler refused the WebSocket");
     http::Response r;
     r.headers.add("Content-Type", std::string(woh::kContentType));
     std::vector<woh::Event> events;

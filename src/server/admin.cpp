@@ -240,6 +240,13 @@ Response AdminApi::publish_items(const Request& req, Deferred& later) {
         auto& it = (*items)[i];
         // An http-response item travels as its JSON (a raw event of that
         // format), its http-stream content inside it; its size is that.
+        // An item with both (pushpin-publish sends every format) is one
+        // event: its ws-message travels inside the response item too.
+        if (it.response && it.ws) {
+            it.response->ws = std::move(it.ws);
+            it.response->ws_binary = it.ws_binary;
+            it.ws.reset();
+        }
         if (it.response) it.content = http::encode_response_item(*it.response);
         auto e = bus::check_channel(it.channel);
         if (e != bus::NameError::ok)
@@ -289,7 +296,8 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
         // Pushpin's http-stream content goes out as it is: the publisher
         // formats its own SSE. m0serve still numbers it and keeps it in history.
         // An http-response item is a raw event of its format (bus::kResponseFormat).
-        // A ws-message is one more raw event, after the item's other format
+        // A ws-message without an http-response is one more raw event, after
+        // the item's http-stream
         // (bus::kWsTextFormat or kWsBinaryFormat): WebSocket subscribers
         // are sent its content, the others nothing.
         std::vector<bus::PublishEvent> batch;

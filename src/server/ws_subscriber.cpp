@@ -37,7 +37,9 @@ class WsSubscriber final : public Subscriber {
   public:
     explicit WsSubscriber(bool deflate) : deflate_(deflate) {}
     bool answers_once() const override { return false; }
-    bool carries(const bus::PublishFrame& f) const override { return !f.raw || bus::ws_message(f); }
+    bool carries(const bus::PublishFrame& f) const override {
+        return !f.raw || bus::ws_message(f) || f.event == bus::kResponseFormat;
+    }
     SharedBytes event(const bus::PublishFrame& f) const override {
         SharedBytes plain = frame(f);
         // permessage-deflate: compressed with no context, so the same bytes
@@ -46,7 +48,9 @@ class WsSubscriber final : public Subscriber {
         return std::make_shared<const std::string>(ws::deflate_frame(*plain));
     }
     SharedBytes frame(const bus::PublishFrame& f) const {
-        if (bus::ws_message(f)) return f.ws ? f.ws : bus::ws_bytes(f);
+        // A ws-message item's content (alone, or inside an http-response item).
+        if (bus::ws_message(f) || (f.raw && f.event == bus::kResponseFormat))
+            return f.ws ? f.ws : bus::ws_bytes(f);
         if (f.raw) return nullptr;
         if (f.ws) return f.ws;
         if (!f.wire || !f.data.empty() || !f.event.empty()) return bus::ws_bytes(f);
