@@ -286,7 +286,9 @@ void Server::ws_read(Conn& c) {
     WsState* w = c.ws.get();
     if (!w || !w->ctx || c.phase != Phase::holding) return;
     w->budget = kReadBudget;
+    w->reading = true;
     const int rv = wslay_event_recv(w->ctx);
+    w->reading = false;
     ws_settle(c, rv);
 }
 

@@ -58,6 +58,7 @@ struct WsState {
     http::ws::Utf8Validator close_utf8;
     bool failed = false;            // a close was queued for the client's error
     bool eof = false;               // the client's side ended (or failed)
+    bool reading = false;           // inside wslay_event_recv: its callbacks send nothing
     size_t budget = 0;              // bytes still read from the socket this turn
     double last_heard = 0;          // monotonic: bytes last came from the client
     double ping_sent = 0;           // monotonic: the ping awaiting an answer; 0: none

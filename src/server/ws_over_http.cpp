@@ -186,6 +186,9 @@ void Server::woh_close(Conn& c, uint16_t code, std::string_view reason) {
     wslay_event_queue_close(w.ctx, code, reinterpret_cast<const uint8_t*>(reason.data()),
                             std::min<size_t>(reason.size(), 123));
     wslay_event_shutdown_read(w.ctx);
+    // Inside wslay_event_recv (a client's message led here), ws_settle
+    // sends the close and ends the hold once wslay returns.
+    if (w.reading) return;
     wslay_event_send(w.ctx);
     holds_.stop(slot);
     close_after_write(slot);
