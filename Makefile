@@ -29,6 +29,8 @@ DEB_PACKAGES += libhiredis-dev redis-server python3-redis redis-sentinel
 # WebSockets: libwslay-dev reads clients' frames (src/server/ws_conn.cpp);
 # python3-websockets is smoke 98-websocket's client (curl its handshake's).
 DEB_PACKAGES += libwslay-dev python3-websockets
+# permessage-deflate (RFC 7692): zlib compresses events and inflates clients' messages.
+DEB_PACKAGES += zlib1g-dev
 # systemd: sd_notify and socket activation (libsystemd), and
 # systemd-socket-activate, which smoke 10 starts m0serve under.
 DEB_PACKAGES += libsystemd-dev systemd

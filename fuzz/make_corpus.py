@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import os
 import struct
+import zlib
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 
@@ -321,3 +322,59 @@ JWT = {
 }
 for name, data in JWT.items():
     write("jwt", name, data)
+
+# ---- fuzz_ws: byte 0 the mode (bit 0: 0 client frames, 1 the view's answer)
+# and the largest write (bits 1-3); then the client's bytes or the answer body --
+
+
+def ws_frame(op, payload, fin=True, mask=b"\x01\x02\x03\x04", rsv=0):
+    head = bytes([(0x80 if fin else 0) | rsv << 4 | op])
+    n = len(payload)
+    m = 0x80 if mask else 0
+    if n < 126:
+        head += bytes([m | n])
+    elif n < 65536:
+        head += bytes([m | 126]) + struct.pack(">H", n)
+    else:
+        head += bytes([m | 127]) + struct.pack(">Q", n)
+    if not mask:
+        return head + payload
+    return head + mask + bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
+
+
+def zlib_raw(data):
+    """RFC 7692's compression of one message: raw DEFLATE, flushed, 00 00 FF FF taken off."""
+    c = zlib.compressobj(wbits=-15)
+    return (c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH))[:-4]
+
+
+def ws_event(etype, content=None):
+    """One WebSocket-over-HTTP event, as Pushpin encodes it (size in hex)."""
+    if content is None:
+        return etype + b"\r\n"
+    return etype + b" %x\r\n" % len(content) + content + b"\r\n"
+
+
+WS = {
+    "text": b"\x06" + ws_frame(1, b"hello"),
+    "binary-ping-close": b"\x02" + ws_frame(2, b"\x00\xff") + ws_frame(9, b"p")
+    + ws_frame(8, struct.pack(">H", 1000) + b"bye"),
+    "fragments": b"\x00" + ws_frame(1, b"he", fin=False) + ws_frame(9, b"")
+    + ws_frame(0, b"llo \xc3", fin=False) + ws_frame(0, b"\xa9"),
+    "unmasked": b"\x04" + ws_frame(1, b"hi", mask=b""),
+    "too-big": b"\x0e" + ws_frame(2, bytes(600)),
+    "bad-utf8": b"\x08" + ws_frame(1, b"\xc3("),
+    "answer-events": b"\x01" + ws_event(b"TEXT", b"m:ok") + ws_event(b"BINARY", b"m:\x00")
+    + ws_event(b"PING", b""),
+    "answer-control": b"\x03" + ws_event(b"TEXT", b'c:{"type":"subscribe","channel":"g"}')
+    + ws_event(b"TEXT", b'c:{"type":"detach"}') + ws_event(b"TEXT", b'c:{"type":"keep-alive"}'),
+    "answer-close": b"\x05" + ws_event(b"TEXT", b"m:by") + ws_event(b"CLOSE", b"\x0f\xa0"),
+    "deflate-text": b"\x12" + ws_frame(1, zlib_raw(b"hello hello hello"), rsv=4),
+    "deflate-bomb": b"\x14" + ws_frame(2, zlib_raw(bytes(100000)), rsv=4),
+    "deflate-bad": b"\x16" + ws_frame(1, b"\xff\xff\xff", rsv=4),
+    # test_woh: "a view that closes with a code no endpoint may send".
+    "regress-close-code": b"\x05" + ws_event(b"TEXT", b"m:by") + ws_event(b"CLOSE", b"\x54\xa0"),
+    "answer-garbage": b"\x07" + ws_event(b"TEXT", b"m:\xff\xfe") + ws_event(b"OPEN"),
+}
+for name, data in WS.items():
+    write("ws", name, data)

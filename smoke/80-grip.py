@@ -222,10 +222,13 @@ def phase6(ctx):
     c = grip_hold(ctx, srv, "channel=g6")
     content = base64.b64encode(b"event: bin\ndata: \xc3\xa9\n\n").decode()
     items = [{"channel": "g6", "id": "a1", "formats": {"http-stream": {"content-bin": content}}},
-             {"channel": "g6", "formats": {"ws-message": {"content": "skipped"}}}]
+             {"channel": "g6", "formats": {"ws-message": {"content": "WebSockets only"}}},
+             {"channel": "g6", "formats": {"xmpp-message": {"content": "skipped"}}}]
     r = post_items(srv, items, signed_jwt(ADMIN_KEY))
     check(r.status == 200, "signed JWT: %s %s" % (r.summary(), short(r.body)))
-    check(r.json().get("skipped") == 1, "answer %s: want skipped 1" % short(r.body))
+    check(r.json().get("skipped") == 1 and len(r.json().get("ids", [])) == 2,
+          "answer %s: want two ids (the ws-message one is for WebSockets), skipped 1"
+          % short(r.body))
     read_exactly(c, b"event: bin\ndata: \xc3\xa9\n\n", "the content-bin publish")
     for what, token, reason in [
             ("wrong key", signed_jwt("not-the-admin-key"), b"bad JWT signature"),

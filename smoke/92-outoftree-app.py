@@ -40,7 +40,7 @@ FIXTURE = os.path.join(ROOT, "fixtures", "outoftree")
 SITE_DIR = "lib/python%d.%d/dist-packages" % sys.version_info[:2]  # Debian's, under PREFIX
 PHASE_S = 300.0  # the install and the app's build come first in whichever phase runs first
 PUBLIC_HEADERS = ["app/app.hpp", "mojo/registry.hpp", "mojo/mojo.hpp", "mojo/builtin.hpp",
-                  "http/message.hpp"]
+                  "mojo/ws_handler.hpp", "http/message.hpp", "http/ws_events.hpp"]
 TICKER_HEAD = b": ticker room r1\n\n"
 
 smoke = Smoke(SCRIPT, __doc__, phase_timeout=PHASE_S)

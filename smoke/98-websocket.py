@@ -11,16 +11,24 @@ Servers (a fresh one per phase):
 
 Phase 1: /native/ws?channel=NAME (the mojo mount) receives the events the
 admin API publishes, in order, as JSON text messages ({"id", "event",
-"data"}); a client that left reconnects with ?lastEventID= and gets what it
+"data"}), compressed (permessage-deflate, which python3-websockets offers); a client that left reconnects with ?lastEventID= and gets what it
 missed, then live events. Phase 2: a Django view answering `M0-Hold:
 websocket` (fixture /ws) holds the upgrade: events published by Django
 (m0.publish) and by the admin API arrive in order; the 101 names the pool
 thread (x-worker). Phase 3: the handshake by curl (101 and the RFC's own
 Sec-WebSocket-Accept; 426 with Sec-WebSocket-Version: 13; 400 for a bad
 key), and Origin: with --ws-origin a listed page is let in, another refused
-403, a client with no Origin let in. Phase 4: an unmasked client frame is
+403, a client with no Origin let in; with --ws-no-deflate no extension is
+negotiated. Phase 4: an unmasked client frame is
 closed 1002 and the server keeps serving; SIGTERM closes a subscriber with
-1001.
+1001. Phase 5: WebSocket-over-HTTP (--ws-over-http /grip-ws): the fixture
+view written for Pushpin's protocol (django_realtime/grip_ws_views.py)
+refuses with its own 403, accepts, echoes text and binary with its
+Connection-Id and a meta value it set, publishes from Django, hears the
+admin API's events, and Pushpin's ws-message items arrive verbatim (an
+http-stream item does not); its close reaches the client (4000), and a
+client's close reaches the view (CLOSE). Phase 6: the builtin mount's native
+WebSocket handler, /native/ws-echo, echoes and hears its channel.
 """
 
 import asyncio
@@ -34,7 +42,7 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, Smoke, check, publish_admin, publish_django, short)
+    DJANGO_ARGS, Smoke, check, http, publish_admin, publish_django, short)
 
 import websockets  # noqa: E402  (Debian python3-websockets)
 
@@ -83,6 +91,9 @@ def phase1(ctx):
 
     async def run():
         async with websockets.connect(url(srv, "/native/ws?channel=w1")) as ws:
+            # python3-websockets offers permessage-deflate: the events come compressed.
+            ext = ws.response_headers.get("Sec-WebSocket-Extensions", "")
+            check(ext == "permessage-deflate; server_no_context_takeover", "extensions: %r" % ext)
             ids = [admin_publish(srv, "w1", "one"), admin_publish(srv, "w1", "two", "tick"),
                    admin_publish(srv, "w1", "thr\"ee")]
             got = await receive(ws, 3)
@@ -128,10 +139,10 @@ def curl_head(srv, path, headers):
     return out.split(b"\r\n\r\n", 1)[0].decode("latin-1")
 
 
-@smoke.phase(3, "the handshake by curl (101, 426, 400) and Origin: a listed page and no Origin let in, another refused 403")
+@smoke.phase(3, "the handshake by curl (101, 426, 400) and Origin: a listed page and no Origin let in, another refused 403; --ws-no-deflate")
 def phase3(ctx):
     page = "http://app.example:8080"
-    srv = ws_server(ctx, ["--ws-origin", page])
+    srv = ws_server(ctx, ["--ws-origin", page, "--ws-no-deflate"])
     base = ["Connection: Upgrade", "Upgrade: websocket", "Sec-WebSocket-Version: 13"]
     head = curl_head(srv, "/native/ws?channel=w3", base + ["Sec-WebSocket-Key: " + RFC_KEY])
     check(head.startswith("HTTP/1.1 101 Switching Protocols"), "curl: %s" % short(head))
@@ -149,6 +160,8 @@ def phase3(ctx):
 
     async def run():
         async with websockets.connect(url(srv, "/native/ws?channel=w3"), origin=page) as ws:
+            check("Sec-WebSocket-Extensions" not in ws.response_headers,
+                  "--ws-no-deflate: %r" % ws.response_headers.get("Sec-WebSocket-Extensions"))
             i = admin_publish(srv, "w3", "listed")
             check((await receive(ws, 1))[0]["id"] == str(i), "the listed page's event")
         try:
@@ -209,6 +222,97 @@ def phase4(ctx):
     check(rc == 0, "exit after SIGTERM: %r" % rc)
     check(time.monotonic() - t0 < 3, "the drain took %.1f s: the close handshake did not end it"
           % (time.monotonic() - t0))
+
+
+async def echoes(ws, message, want):
+    """Sends `message`; the next message is `want`."""
+    await ws.send(message)
+    got = await asyncio.wait_for(ws.recv(), 5)
+    check(got == want, "echo of %r: %r" % (message, got))
+
+
+def ws_message_items(srv, items):
+    """Pushpin's POST /publish/ on the admin listener; the ids it answers."""
+    r = http(srv.admin, "POST", "/publish/", [("Content-Type", "application/json")],
+             json.dumps({"items": items}).encode())
+    check(r.status == 200, "POST /publish/: %d %s" % (r.status, short(r.body)))
+    return json.loads(r.body)["ids"]
+
+
+@smoke.phase(5, "WebSocket-over-HTTP: a Django view written for Pushpin's protocol accepts, echoes, publishes, sets meta, closes; ws-message items arrive verbatim")
+def phase5(ctx):
+    log = ctx.tmpfile("grip-ws-events.log", "")
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--heartbeat", "60", "--blocking-threads", "2",
+                                    "--admin-open", "--ws-over-http", "/grip-ws"],
+                     admin=True, env={"M0_GRIP_WS_LOG": log})
+
+    async def run():
+        refused = None
+        try:
+            async with websockets.connect(url(srv, "/grip-ws?refuse=1")):
+                pass
+        except websockets.exceptions.InvalidStatusCode as e:
+            refused = e.status_code
+        check(refused == 403, "the view's refusal: %r" % refused)
+        async with websockets.connect(url(srv, "/grip-ws?channel=g5&user=ann")) as ws:
+            check("grip" not in ws.response_headers.get("Sec-WebSocket-Extensions", ""),
+                  "the grip extension is the view's: %r" % ws.response_headers)
+            await echoes(ws, "hello", "echo: hello id=ok user=ann")
+            await echoes(ws, b"\x00\xffbin", b"\x00\xffbin")
+            await ws.send("publish:from django")
+            got = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            check(got.get("data") == "from django" and "id" in got, "m0.publish in the view: %r" % got)
+            a = admin_publish(srv, "g5", "from admin")
+            got = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            check(got == {"id": str(a), "data": "from admin"}, "admin publish: %r" % got)
+            ids = ws_message_items(srv, [
+                {"channel": "g5", "formats": {"ws-message": {"content": "verbatim {text}"}}},
+                {"channel": "g5", "formats": {"ws-message": {"content-bin": "AAH/"}}},
+                {"channel": "g5", "formats": {"http-stream": {"content": "data: sse only\n\n"}}},
+                # pushpin-publish's item: every format, one event.
+                {"channel": "g5", "formats": {"http-stream": {"content": "data: all\n\n"},
+                                              "http-response": {"body": "all"},
+                                              "ws-message": {"content": "all three"}}}])
+            check(len(ids) == 4 and ids == sorted(ids) and ids[0] > a, "ids: %r after %d" % (ids, a))
+            got = [await asyncio.wait_for(ws.recv(), 5) for _ in range(3)]
+            check(got == ["verbatim {text}", b"\x00\x01\xff", "all three"],
+                  "ws-message items: %r" % got)
+            await nothing_more(ws)
+            await ws.send("close")
+            try:
+                await asyncio.wait_for(ws.recv(), 5)
+                raise AssertionError("a message after the view's close")
+            except websockets.exceptions.ConnectionClosed as e:
+                check(e.rcvd is not None and e.rcvd.code == 4000, "the view's close: %r" % (e.rcvd,))
+        async with websockets.connect(url(srv, "/grip-ws?channel=g5b")) as ws:
+            pass  # the client closes: the view hears CLOSE
+        deadline = time.monotonic() + 5
+        lines = []
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                lines = f.read().split("\n")
+            if "CLOSE" in lines:
+                break
+            time.sleep(0.05)
+        check(lines[:1] == ["OPEN"] and "TEXT" in lines and "BINARY" in lines and "CLOSE" in lines,
+              "the view's requests: %r" % lines)
+
+    asyncio.run(run())
+
+
+@smoke.phase(6, "a native WebSocket handler (/native/ws-echo on the mojo mount) echoes text and binary and hears its channel")
+def phase6(ctx):
+    srv = ws_server(ctx)
+
+    async def run():
+        async with websockets.connect(url(srv, "/native/ws-echo?channel=w6")) as ws:
+            await echoes(ws, "hi", "echo: hi")
+            await echoes(ws, b"\x01\x02", b"\x01\x02")
+            i = admin_publish(srv, "w6", "to the handler's channel")
+            got = json.loads(await asyncio.wait_for(ws.recv(), 5))
+            check(got == {"id": str(i), "data": "to the handler's channel"}, "event: %r" % got)
+
+    asyncio.run(run())
 
 
 if __name__ == "__main__":

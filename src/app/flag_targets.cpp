@@ -215,6 +215,13 @@ void ws_origin(Parsing& p, const std::string&, const std::string& origin) {
     p.ws_origins.push_back(origin);
 }
 
+void ws_over_http(Parsing& p, const std::string&, const std::string& prefix) {
+    if (prefix.empty() || prefix[0] != '/' ||
+        prefix.find_first_of(std::string_view("?# \t\r\n\0", 8)) != std::string::npos)
+        fail("--ws-over-http wants a path prefix starting with '/', got '" + prefix + "'");
+    p.o.server.ws.over_http.push_back(prefix);
+}
+
 void cors_credentials(Parsing& p, const std::string&, const std::string&) {
     p.cors_credentials = true;
 }

@@ -147,6 +147,7 @@ void bus(Parsing&, const std::string&, const std::string&);
 void cors_origin(Parsing&, const std::string&, const std::string&);
 void cors_credentials(Parsing&, const std::string&, const std::string&);
 void ws_origin(Parsing&, const std::string&, const std::string&);
+void ws_over_http(Parsing&, const std::string&, const std::string&);
 void admin_listen(Parsing&, const std::string&, const std::string&);
 void listen_plain(Parsing&, const std::string&, const std::string&);
 void help(Parsing&, const std::string&, const std::string&);

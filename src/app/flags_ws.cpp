@@ -23,6 +23,30 @@ std::vector<Flag> with_ws_rows(std::vector<Flag> rows) {
             .to = custom(set::ws_origin),
         },
         {
+            .name = "ws-over-http",
+            .kind = Flag::list,
+            .metavar = "PREFIX",
+            .shown = "none",
+            .help = "repeatable; WebSockets under PREFIX speak WebSocket-over-HTTP to their view",
+            .doc = "repeatable: a WebSocket whose path is PREFIX or under it is served the "
+                   "GRIP way: its events (OPEN, TEXT, BINARY, PING, PONG, CLOSE, DISCONNECT) "
+                   "go to the mount's view as POSTs of `application/websocket-events`, as "
+                   "Pushpin sends them, and the server carries out its answers (messages, "
+                   "`c:` subscribe, unsubscribe, detach, keep-alive, `Set-Meta-*`, close). "
+                   "Needs `--realtime`",
+            .to = custom(set::ws_over_http),
+        },
+        {
+            .name = "ws-no-deflate",
+            .kind = Flag::toggle,
+            .help = "never negotiate permessage-deflate (RFC 7692)",
+            .doc = "WebSockets never negotiate permessage-deflate. Without it, a client that "
+                   "offers it gets its events compressed (once an event, shared by every "
+                   "such subscriber: `server_no_context_takeover`) and may send compressed "
+                   "messages, inflated within `--ws-max-message`",
+            .to = on(AT(server.ws.no_deflate)),
+        },
+        {
             .name = "ws-max-message",
             .metavar = "BYTES",
             .help = "a client's WebSocket message, at most (default {default})",

@@ -112,6 +112,7 @@ static Options parse_args(const std::vector<std::string>& args,
     if (o.server.admin_tls && (!o.admin || !o.admin->path.empty()))
         fail("--admin-tls needs a TCP --admin-listen (HOST:PORT)");
     if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
+    if (!o.server.ws.over_http.empty() && !o.realtime) fail("--ws-over-http needs --realtime");
     if (!o.bus_password_file.empty() && !o.redis)
         fail("--bus-password-file needs --bus redis://..., redis+unix:// or redis+sentinel://");
     if (!o.bus_password_file.empty() && o.redis->password_in_url)

@@ -453,8 +453,13 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         mojo_pool =
             std::make_unique<m0::mojo::MojoPool>(o.mojo_threads, loops[0].handoff, o.max_queued);
     std::vector<std::unique_ptr<m0::mojo::Handler>> handlers;
-    for (const auto& m : o.mounts)
+    for (const auto& m : o.mounts) {
         handlers.push_back(m.wsgi ? nullptr : registry.make(m.spec, env));
+        // A mount's native WebSocket routes are served as --ws-over-http ones.
+        if (handlers.back() && o.realtime)
+            for (const auto& p : handlers.back()->ws_paths())
+                o.server.ws.over_http.push_back((m.prefix == "/" ? "" : m.prefix) + p);
+    }
     double grace_deadline = 0;
 
     {

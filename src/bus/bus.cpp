@@ -24,7 +24,8 @@ std::string reason(const PublishResult& r) {
 }
 
 void keep_format(bool raw, std::string& event) {
-    if (raw && event != kResponseFormat) event.clear();
+    if (raw && event != kResponseFormat && event != kWsTextFormat && event != kWsBinaryFormat)
+        event.clear();
 }
 
 std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f) {
@@ -34,11 +35,22 @@ std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f) {
         if (!http::decode_response_item(f.data, item) || !item.stream) return nullptr;
         return std::make_shared<const std::string>(std::move(*item.stream));
     }
+    if (ws_message(f)) return nullptr;  // a WebSocket subscriber's only
     return std::make_shared<const std::string>(f.raw ? f.data
                                                      : sse::encode_event(f.id, f.event, f.data));
 }
 
 std::shared_ptr<const std::string> ws_bytes(const PublishFrame& f) {
+    if (f.raw && f.event == kResponseFormat) {
+        // An http-response item that had a ws-message: WebSockets get its content.
+        http::ResponseItem item;
+        if (!http::decode_response_item(f.data, item) || !item.ws) return nullptr;
+        return std::make_shared<const std::string>(http::ws::server_frame(
+            item.ws_binary ? http::ws::Opcode::binary : http::ws::Opcode::text, *item.ws));
+    }
+    if (ws_message(f))
+        return std::make_shared<const std::string>(http::ws::server_frame(
+            f.event == kWsTextFormat ? http::ws::Opcode::text : http::ws::Opcode::binary, f.data));
     if (f.raw) return nullptr;
     return std::make_shared<const std::string>(http::ws::server_frame(
         http::ws::Opcode::text, http::ws::event_message(f.id, f.event, f.data)));

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -55,7 +56,10 @@ struct PublishFrame {
     //   "http-response"  an http-response item: `data` is its JSON
     //                    (http/response_item.hpp), the answer of long-polls;
     //                    stream holds are written its http-stream content
-    //                    when the item had one, else nothing.
+    //                    when the item had one, else nothing;
+    //   "ws-message", "ws-message-binary"
+    //                    a ws-message item's content: a text (or binary)
+    //                    message to WebSocket subscribers, as it is.
     bool raw = false;
     // The bytes a hold is written for it (wire_bytes), made once where it is
     // numbered and shared by every lane, the history and every replay; null
@@ -80,5 +84,15 @@ inline constexpr uint64_t kUptoUnknown = UINT64_MAX;
 
 // The `event` of a raw frame that carries Pushpin's http-response item.
 inline constexpr const char* kResponseFormat = "http-response";
+// The `event` of a raw frame that carries a ws-message item's content, sent
+// verbatim to WebSocket subscribers (text or binary) and to no one else.
+inline constexpr std::string_view kWsTextFormat = "ws-message";
+inline constexpr std::string_view kWsBinaryFormat = "ws-message-binary";
+inline bool ws_message(const PublishFrame& f) {
+    return f.raw && (f.event == kWsTextFormat || f.event == kWsBinaryFormat);
+}
+// A raw frame with a format (an http-response or ws-message item) is kept
+// whole in history and replays: its bytes alone do not say what it is.
+inline bool kept_whole(const PublishFrame& f) { return f.raw && !f.event.empty(); }
 
 }  // namespace m0::bus

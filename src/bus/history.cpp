@@ -8,7 +8,7 @@ void History::append(const PublishFrame& f, double now) {
     if (limits_.per_channel == 0) return;
     auto kept = std::make_shared<Kept>();
     kept->at = now;
-    if (f.wire && !(f.raw && f.event == kResponseFormat)) {
+    if (f.wire && !kept_whole(f)) {
         // A replay writes only the wire bytes (shared with the live
         // fan-out): the event's text is not kept twice (a long-poll reads
         // its data back from them). An http-response item is kept whole:

@@ -220,7 +220,7 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
             // bytes are only its http-stream content.
             f.wire = wire_bytes(f);
             f.ws = ws_bytes(f);
-            if (!(f.raw && f.event == kResponseFormat)) {
+            if (!kept_whole(f)) {
                 f.event.clear();
                 f.data.clear();
             }

@@ -1,5 +1,6 @@
 #include "http/json.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "grant/base64.hpp"
@@ -178,6 +179,30 @@ bool decode_response(const json& r, ResponseItem& out, std::string& err) {
 }
 
 // `served`: the item has a format served here (http-stream or http-response).
+// A ws-message format: {"content": STRING} or {"content-bin": BASE64}, or
+// {"action": "close"} (`close` set).
+bool decode_ws_message(const json& ws, PushpinItem& out, bool& close, std::string& err) {
+    if (!ws.is_object()) {
+        err = "'ws-message' must be an object";
+        return false;
+    }
+    std::string action = "send";
+    if (!optional_string(ws, "action", action, err)) return false;
+    close = action == "close";
+    if (close) return true;
+    if (action != "send") {
+        err = "ws-message action '" + action + "' is not supported (send or close)";
+        return false;
+    }
+    if (ws.contains("content") == ws.contains("content-bin")) {
+        err = "ws-message needs one of 'content' and 'content-bin'";
+        return false;
+    }
+    out.ws_binary = ws.contains("content-bin");
+    out.ws.emplace();
+    return text_or_bin(ws, "content", *out.ws, err);
+}
+
 bool decode_item(const json& item, PushpinItem& out, bool& served, std::string& err) {
     if (!item.is_object()) {
         err = "each item must be a JSON object";
@@ -203,9 +228,27 @@ bool decode_item(const json& item, PushpinItem& out, bool& served, std::string& 
         out.response.emplace();
         if (!decode_response(*response, *out.response, err)) return false;
     }
+    auto ws = formats->find("ws-message");
+    bool ws_close = false;
+    if (ws != formats->end() && !decode_ws_message(*ws, out, ws_close, err)) return false;
     auto stream = formats->find("http-stream");
     out.has_stream = stream != formats->end();
-    served = out.has_stream || out.response.has_value();
+    served = out.has_stream || out.response.has_value() || out.ws.has_value() || ws_close;
+    if (ws_close) {
+        // pushpin-publish --close sends it beside http-stream's close: the
+        // channel's holds are closed, whatever their transport.
+        std::string stream_action = out.has_stream ? "send" : "close";
+        if (out.has_stream && stream->is_object() &&
+            !optional_string(*stream, "action", stream_action, err))
+            return false;
+        if (out.response || stream_action != "close") {
+            err = "an item cannot both close (ws-message) and send or respond";
+            return false;
+        }
+        out.action = PushpinItem::Action::close;
+        out.has_stream = false;
+        return true;
+    }
     if (!out.has_stream) return true;
     if (!stream->is_object()) {
         err = "'http-stream' must be an object";
@@ -214,8 +257,10 @@ bool decode_item(const json& item, PushpinItem& out, bool& served, std::string& 
     std::string action = "send";
     if (!optional_string(*stream, "action", action, err)) return false;
     if (action == "close") {
-        if (out.response) {
-            err = "an item cannot both close (http-stream) and respond (http-response)";
+        if (out.response || out.ws) {
+            err =
+                "an item cannot both close (http-stream) and respond (http-response) or send "
+                "(ws-message)";
             return false;
         }
         out.action = PushpinItem::Action::close;
@@ -355,6 +400,7 @@ std::string encode_response_item(const ResponseItem& item) {
     j["headers"] = std::move(headers);
     j["body-bin"] = grant::base64_encode(item.body);
     if (item.stream) j["stream-bin"] = grant::base64_encode(*item.stream);
+    if (item.ws) j[item.ws_binary ? "ws-binary-bin" : "ws-bin"] = grant::base64_encode(*item.ws);
     return j.dump();
 }
 
@@ -368,6 +414,87 @@ bool decode_response_item(std::string_view data, ResponseItem& out) {
         std::string stream;
         if (!text_or_bin(j, "stream", stream, err)) return false;
         out.stream = std::move(stream);
+    }
+    for (const char* key : {"ws", "ws-binary"}) {
+        if (!j.contains(std::string(key) + "-bin")) continue;
+        std::string ws;
+        if (!text_or_bin(j, key, ws, err)) return false;
+        out.ws = std::move(ws);
+        out.ws_binary = key[2] != '\0';
+    }
+    return true;
+}
+
+bool decode_ws_control(std::string_view body, woh::Control& out, std::string& err) {
+    using Type = woh::Control::Type;
+    json j;
+    if (!parse(body, j, err)) return false;
+    if (!j.is_object()) {
+        err = "a control message must be a JSON object";
+        return false;
+    }
+    std::string type;
+    if (!optional_string(j, "type", type, err)) return false;
+    static const std::pair<const char*, Type> kTypes[] = {
+        {"subscribe", Type::subscribe}, {"unsubscribe", Type::unsubscribe},
+        {"detach", Type::detach},       {"keep-alive", Type::keep_alive},
+        {"set-meta", Type::set_meta},
+    };
+    auto known = std::find_if(std::begin(kTypes), std::end(kTypes),
+                              [&](const auto& t) { return type == t.first; });
+    if (known == std::end(kTypes)) {
+        err = type.empty() ? "a control message without 'type'"
+                           : "unknown control message type '" + type.substr(0, 32) + "'";
+        return false;
+    }
+    out = woh::Control{};
+    out.type = known->second;
+    switch (out.type) {
+        case Type::subscribe:
+        case Type::unsubscribe:
+            if (!optional_string(j, "channel", out.channel, err)) return false;
+            if (out.channel.empty()) {
+                err = type + " without a channel";
+                return false;
+            }
+            return true;
+        case Type::set_meta:
+            if (!optional_string(j, "name", out.name, err) ||
+                !optional_string(j, "value", out.value, err))
+                return false;
+            if (!is_token(out.name)) {
+                err = "set-meta's name must be a token";
+                return false;
+            }
+            return true;
+        case Type::keep_alive: {
+            const bool bin = j.contains("content-bin");
+            out.message_type = bin ? "binary" : "text";
+            std::string mode;
+            if (!text_or_bin(j, "content", out.content, err) ||
+                !optional_string(j, "message-type", out.message_type, err) ||
+                !optional_string(j, "mode", mode, err))
+                return false;
+            if (out.message_type != "text" && out.message_type != "binary" &&
+                out.message_type != "ping" && out.message_type != "pong") {
+                err = "keep-alive's message-type must be text, binary, ping or pong";
+                return false;
+            }
+            if (mode != "" && mode != "idle" && mode != "interval") {
+                err = "keep-alive's mode must be idle or interval";
+                return false;
+            }
+            out.interval = mode == "interval";
+            auto t = j.find("timeout");
+            if (t != j.end() && !(t->is_number_unsigned() && t->get<uint64_t>() <= 86400)) {
+                err = "keep-alive's timeout must be a whole number of seconds up to 86400";
+                return false;
+            }
+            if (t != j.end()) out.timeout = t->get<uint32_t>();
+            return true;
+        }
+        case Type::detach:
+            return true;
     }
     return true;
 }

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "http/ws_events.hpp"
+
 namespace m0::http {
 
 // An event for the m0serve publish API.
@@ -39,6 +41,10 @@ struct ResponseItem {
     // The item's http-stream content, when it had one: what stream holds are
     // written for the same event.
     std::optional<std::string> stream;
+    // Its ws-message content, when it had one: what WebSocket subscribers
+    // are sent for the same event (a binary message with ws_binary).
+    std::optional<std::string> ws;
+    bool ws_binary = false;
 };
 
 // One Pushpin item that has an http-stream or an http-response format.
@@ -49,6 +55,10 @@ struct PushpinItem {
     std::string content;  // send: written to the channel's stream holds as it is
     bool has_stream = false;
     std::optional<ResponseItem> response;  // its http-response format
+    // Its ws-message format: the content of a text message (`content`) or a
+    // binary one (`content-bin`) for WebSocket subscribers.
+    std::optional<std::string> ws;
+    bool ws_binary = false;
 };
 
 // A response item as the bus carries it (a raw event's data, its format
@@ -75,10 +85,12 @@ bool decode_close(std::string_view body, std::string& channel, std::string& err)
 // default), or {"action": "close"}. Its `http-response` is {"code": 200..599
 // (default 200), "reason": STRING (not kept), "headers": {NAME: VALUE} or
 // [[NAME, VALUE], ...], "body": STRING or "body-bin": BASE64}; "body-patch"
-// is refused, as is an item that both closes and responds. Items with
-// neither (only `ws-message`: nothing here serves it) are not returned, only
-// counted in `skipped`. False with `err` on anything else (the "hint" action
-// included): the whole request is refused, nothing decoded.
+// is refused, as is an item that both closes and responds. Its `ws-message`
+// is {"content": STRING} or {"content-bin": BASE64}, or {"action": "close"},
+// which closes the channel's holds as http-stream's close does (every
+// transport); an item that both closes and sends or responds is refused.
+// Items with none of the three are not returned, only counted in `skipped`. False with `err` on
+// anything else (the "hint" action included): the whole request is refused, nothing decoded.
 bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size_t& skipped,
                     std::string& err);
 
@@ -87,5 +99,13 @@ bool decode_pushpin(std::string_view body, std::vector<PushpinItem>& items, size
 // writes none), keys in the order given, then a newline. A string that is
 // not UTF-8 is written with U+FFFD in place of its bad bytes.
 std::string encode_answer(const nlohmann::ordered_json& value);
+
+// A WebSocket-over-HTTP control message (the content of a `c:` TEXT event,
+// Pushpin's WsControlMessage): an object whose "type" is subscribe or
+// unsubscribe (with a non-empty "channel"), detach, keep-alive ("content" or
+// "content-bin", "message-type", "timeout", "mode") or set-meta ("name", a
+// token, and "value"). False with `err` on anything else; Pushpin's
+// session, send-delayed and flush-delayed are refused as unknown.
+bool decode_ws_control(std::string_view body, woh::Control& out, std::string& err);
 
 }  // namespace m0::http

@@ -200,9 +200,11 @@ TEST_CASE("json: Pushpin items give their channel and http-stream content", "[ht
                  R"({"content":"event: m\ndata: 1\n\n"},"http-response":{"body":"1"}}},)"
                  R"({"channel":"b","formats":{"http-stream":{"content-bin":"AAEC/w=="}}},)"
                  R"({"channel":"c","formats":{"http-stream":{"action":"close"}}},)"
-                 R"({"channel":"d","formats":{"ws-message":{"content":"1"}}}]})",
+                 R"({"channel":"d","formats":{"ws-message":{"content":"1"}}},)"
+                 R"({"channel":"e","formats":{"ws-message":{"content-bin":"AAE="}}},)"
+                 R"({"channel":"f","formats":{"hint":{}}}]})",
                  &skipped);
-    REQUIRE(items.size() == 3);
+    REQUIRE(items.size() == 5);
     CHECK(items[0].channel == "a");
     CHECK(items[0].action == PushpinItem::Action::send);
     CHECK(items[0].content == "event: m\ndata: 1\n\n");
@@ -215,8 +217,40 @@ TEST_CASE("json: Pushpin items give their channel and http-stream content", "[ht
     CHECK(items[1].content == std::string("\x00\x01\x02\xff", 4));
     CHECK(items[2].channel == "c");
     CHECK(items[2].action == PushpinItem::Action::close);
-    CHECK(skipped == 1);  // d: only ws-message
+    CHECK_FALSE(items[2].ws);
+    // A ws-message: a text message's content, or a binary one's.
+    CHECK_FALSE(items[3].has_stream);
+    CHECK(items[3].ws == "1");
+    CHECK_FALSE(items[3].ws_binary);
+    CHECK(items[4].ws == std::string("\0\1", 2));
+    CHECK(items[4].ws_binary);
+    CHECK(skipped == 1);  // f: no format m0serve serves
+    // pushpin-publish --close: both formats close; the channel's holds end.
+    auto closing =
+        items_of(R"({"items":[{"channel":"g","formats":{"http-stream":{"action":"close"},)"
+                 R"("ws-message":{"action":"close"}}},)"
+                 R"({"channel":"h","formats":{"ws-message":{"action":"close"}}}]})");
+    REQUIRE(closing.size() == 2);
+    CHECK(closing[0].action == PushpinItem::Action::close);
+    CHECK(closing[1].action == PushpinItem::Action::close);
     CHECK(items_of(R"({"items":[]})").empty());
+}
+
+TEST_CASE("json: a bad ws-message format is refused with a reason", "[http][json]") {
+    auto bad = [](const std::string& ws) {
+        return pushpin_bad(R"({"items":[{"channel":"a","formats":{"ws-message":)" + ws + "}}]}");
+    };
+    CHECK(bad("1").find("must be an object") != std::string::npos);
+    CHECK(bad("{}").find("one of 'content' and 'content-bin'") != std::string::npos);
+    CHECK(bad(R"({"content":"a","content-bin":"YQ=="})").find("one of") != std::string::npos);
+    CHECK(bad(R"({"content-bin":"%%"})").find("base64") != std::string::npos);
+    CHECK(bad(R"({"action":"hint"})").find("not supported") != std::string::npos);
+    CHECK(pushpin_bad(R"({"items":[{"channel":"a","formats":{"ws-message":{"action":"close"},)"
+                      R"("http-stream":{"content":"a"}}}]})")
+              .find("cannot both close") != std::string::npos);
+    CHECK(pushpin_bad(R"({"items":[{"channel":"a","formats":{"ws-message":{"content":"a"},)"
+                      R"("http-stream":{"action":"close"}}}]})")
+              .find("cannot both close") != std::string::npos);
 }
 
 TEST_CASE("json: a Pushpin body with one bad item is refused whole", "[http][json]") {
@@ -287,6 +321,15 @@ TEST_CASE("json: Pushpin's http-response format, and the item as the bus carries
     CHECK(back.headers == r.headers);
     CHECK(back.body == r.body);
     CHECK(back.stream == r.stream);
+    CHECK_FALSE(back.ws);
+    // Its ws-message content too (pushpin-publish's items carry every format).
+    for (bool binary : {false, true}) {
+        r.ws = std::string("w\0s", 3);
+        r.ws_binary = binary;
+        REQUIRE(decode_response_item(encode_response_item(r), back));
+        CHECK(back.ws == r.ws);
+        CHECK(back.ws_binary == binary);
+    }
     CHECK_FALSE(decode_response_item("not json", back));
     CHECK_FALSE(decode_response_item(R"({"code":99})", back));
 

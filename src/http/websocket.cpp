@@ -9,11 +9,8 @@
 namespace m0::http::ws {
 
 namespace {
-
-// RFC 6455 §1.3: the GUID the server appends to the key.
-constexpr std::string_view kGuid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-
 bool is_ows(char c) { return c == ' ' || c == '\t'; }
+}  // namespace
 
 std::string_view trim(std::string_view s) {
     while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
@@ -36,6 +33,11 @@ std::vector<std::string> list_items(const Headers& h, std::string_view name) {
     }
     return out;
 }
+
+namespace {
+
+// RFC 6455 §1.3: the GUID the server appends to the key.
+constexpr std::string_view kGuid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 bool has_token(const Headers& h, std::string_view name, std::string_view token) {
     for (const auto& item : list_items(h, name))

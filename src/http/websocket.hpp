@@ -42,6 +42,7 @@ enum Close : uint16_t {
     kInvalidData = 1007,
     kPolicyViolation = 1008,
     kTooBig = 1009,
+    kInternalError = 1011,
     kTryAgainLater = 1013,  // IANA's registry (RFC 6455 §11.7)
 };
 
@@ -74,6 +75,11 @@ struct Upgrade {
     std::vector<std::string> protocols;
 };
 
+// `s` without the spaces and tabs around it.
+std::string_view trim(std::string_view s);
+// The comma-separated items of every `name` field, trimmed, empty ones left out.
+std::vector<std::string> list_items(const Headers& h, std::string_view name);
+
 // Whether `req` asks for a WebSocket (Upgrade names the websocket token).
 bool asks_upgrade(const Request& req);
 
@@ -94,6 +100,13 @@ std::string accept_key(std::string_view key);
 // "event" (left out when empty) and "data". Bytes of `data` that are not
 // UTF-8 become U+FFFD.
 std::string event_message(uint64_t id, std::string_view event, std::string_view data);
+
+// Whether an endpoint may send `code` in a close frame (RFC 6455 §7.4: 1000
+// to 1003, 1007 to 1014 (IANA's registry), 3000 to 4999).
+inline bool sendable_close_code(uint16_t code) {
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) ||
+           (code >= 3000 && code <= 4999);
+}
 
 // A whole unmasked frame (FIN set) with `payload`, as a server sends it.
 std::string server_frame(Opcode op, std::string_view payload);

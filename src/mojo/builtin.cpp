@@ -91,6 +91,19 @@ http::Response echo(const http::Request& req) {
 
 }  // namespace
 
+void BuiltinMount::Echo::on_open(WsContext& c) {
+    c.accept();
+    if (auto channel = c.request().query_param("channel"); channel && !channel->empty())
+        c.subscribe(*channel);
+}
+
+void BuiltinMount::Echo::on_message(WsContext& c, bool text, std::string_view message) {
+    if (text)
+        c.send("echo: " + std::string(message));
+    else
+        c.send_binary(message);
+}
+
 http::Response BuiltinMount::serve(const http::Request& req) {
     const std::string& p = req.path_info;
     if (p == "/hello") return text(200, "hello from mojo\n");
@@ -125,6 +138,7 @@ http::Response BuiltinMount::serve(const http::Request& req) {
         if (auto t = req.query_param("timeout")) r.headers.add("Grip-Timeout", *t);
         return r;
     }
+    if (p == "/ws-echo") return serve_ws(echo_, req);
     if (p == "/stream") {
         // A streamed body that is not a hold: the pool refuses it 409. It exists
         // to prove that refusal.

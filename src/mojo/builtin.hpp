@@ -9,21 +9,36 @@
 //   GET  /ws?channel=A[,B][&lastEventID=N]
 //                                a WebSocket subscriber, unauthenticated: each
 //                                event a JSON text message (server/ws_subscriber.cpp)
+//   GET  /ws-echo[?channel=A]    a native WebSocket handler (mojo/ws_handler.hpp):
+//                                each message echoed ("echo: " before text),
+//                                the channel's events if one is named
 //   GET  /stream                 a streamed body that is not a hold: refused 409
 //   GET  /live?grant=TOKEN       a hold on the channels a verified grant names
 #pragma once
+#include <array>
+
 #include "mojo/mojo.hpp"
+#include "mojo/ws_handler.hpp"
 
 namespace m0::mojo {
 
 struct BuiltinMount {
     static constexpr std::string_view name = "mojo";
     static constexpr bool quick = true;  // every handler answers at once
+    static constexpr std::array<std::string_view, 1> ws_paths = {"/ws-echo"};
     explicit BuiltinMount(const MojoEnv& env) : env_(env) {}
     http::Response serve(const http::Request& req);
 
+    // /ws-echo's handler.
+    struct Echo {
+        void on_open(WsContext& c);
+        void on_message(WsContext& c, bool text, std::string_view message);
+        void on_close(WsContext&, uint16_t) {}
+    };
+
   private:
     MojoEnv env_;
+    Echo echo_;
 };
 
 static_assert(MojoMount<BuiltinMount>);

@@ -19,6 +19,8 @@
 // same steps as a pool thread (the hold frame before the completion),
 // without the two thread hand-offs the pool costs. A quick mount that blocks
 // would stall every connection of its loop.
+// A mount may list native WebSocket routes (`ws_paths`, mojo/ws_handler.hpp):
+// an upgrade there is served with on_open / on_message / on_close.
 // A mount's request fields: method, path (PATH_INFO, below the prefix), query,
 // headers, body; script_name is the mount prefix.
 #pragma once
@@ -26,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/message.hpp"
 
@@ -56,6 +59,8 @@ class Handler {
     virtual http::Response serve(const http::Request& req) = 0;
     // The mount declared itself quick: its loop may run it in place.
     virtual bool quick() const { return false; }
+    // Its native WebSocket routes, below its prefix (mojo/ws_handler.hpp).
+    virtual std::vector<std::string> ws_paths() const { return {}; }
 };
 
 template <MojoMount M>
@@ -68,6 +73,12 @@ class HandlerFor final : public Handler {
             return M::quick;
         else
             return false;
+    }
+    std::vector<std::string> ws_paths() const override {
+        if constexpr (requires { M::ws_paths; })
+            return {std::begin(M::ws_paths), std::end(M::ws_paths)};
+        else
+            return {};
     }
 
   private:

@@ -240,15 +240,22 @@ Response AdminApi::publish_items(const Request& req, Deferred& later) {
         auto& it = (*items)[i];
         // An http-response item travels as its JSON (a raw event of that
         // format), its http-stream content inside it; its size is that.
+        // An item with both (pushpin-publish sends every format) is one
+        // event: its ws-message travels inside the response item too.
+        if (it.response && it.ws) {
+            it.response->ws = std::move(it.ws);
+            it.response->ws_binary = it.ws_binary;
+            it.ws.reset();
+        }
         if (it.response) it.content = http::encode_response_item(*it.response);
         auto e = bus::check_channel(it.channel);
         if (e != bus::NameError::ok)
             return error_response(400, "item " + std::to_string(i) + ": " + bus::reason(e));
-        if (it.content.size() > bus_->max_event_size()) {
+        const size_t size = std::max(it.content.size(), it.ws ? it.ws->size() : 0);
+        if (size > bus_->max_event_size()) {
             bus_->too_large.fetch_add(1);  // m0_events_too_large_total, as publish() counts
             return error_response(413, "item " + std::to_string(i) + ": content is " +
-                                           std::to_string(it.content.size()) +
-                                           " bytes, over --max-event-size " +
+                                           std::to_string(size) + " bytes, over --max-event-size " +
                                            std::to_string(bus_->max_event_size()));
         }
     }
@@ -289,18 +296,33 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
         // Pushpin's http-stream content goes out as it is: the publisher
         // formats its own SSE. m0serve still numbers it and keeps it in history.
         // An http-response item is a raw event of its format (bus::kResponseFormat).
+        // A ws-message without an http-response is one more raw event, after
+        // the item's http-stream
+        // (bus::kWsTextFormat or kWsBinaryFormat): WebSocket subscribers
+        // are sent its content, the others nothing.
         std::vector<bus::PublishEvent> batch;
+        auto item_of = std::make_shared<std::vector<size_t>>();  // each event's item
         for (size_t k = i;; ++k) {
             auto& send = (*run->items)[k];
-            batch.push_back({std::move(send.channel), std::move(send.content),
-                             send.response ? std::string(bus::kResponseFormat) : std::string(),
-                             true});
+            if (send.has_stream || send.response) {
+                batch.push_back({send.channel, std::move(send.content),
+                                 send.response ? std::string(bus::kResponseFormat) : std::string(),
+                                 true});
+                item_of->push_back(k);
+            }
+            if (send.ws) {
+                batch.push_back(
+                    {send.channel, std::move(*send.ws),
+                     std::string(send.ws_binary ? bus::kWsBinaryFormat : bus::kWsTextFormat),
+                     true});
+                item_of->push_back(k);
+            }
             if (k + 1 == run->items->size() ||
                 (*run->items)[k + 1].action == http::PushpinItem::Action::close)
                 break;
             ++run->next;
         }
-        bus_->publish_batch_later(std::move(batch), [this, run, i](bus::BatchResult b) {
+        bus_->publish_batch_later(std::move(batch), [this, run, i, item_of](bus::BatchResult b) {
             run->waiting = false;
             if (!b.ok()) {
                 run->failed = true;
@@ -309,9 +331,10 @@ void AdminApi::publish_item(std::shared_ptr<ItemRun> run) {
                              : res.error == bus::PublishError::too_large ? 413
                                                                          : 503;
                 run->answer(error_response(
-                    status, "item " + std::to_string(i + b.failed) + ": " + bus::reason(res) +
-                                " (the items before item " + std::to_string(i) +
-                                " were taken; from it on none)"));
+                    status,
+                    "item " + std::to_string((*item_of)[std::min(b.failed, item_of->size() - 1)]) +
+                        ": " + bus::reason(res) + " (the items before item " + std::to_string(i) +
+                        " were taken; from it on none)"));
                 return;
             }
             run->ids.insert(run->ids.end(), b.ids.begin(), b.ids.end());

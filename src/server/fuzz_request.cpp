@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "http/fuzz_check.hpp"
-#include "loop/log.hpp"
+#include "server/fuzz_pieces.hpp"
 #include "server/test_rig.hpp"
 
 namespace {
@@ -219,38 +219,22 @@ std::vector<Answer> answers(std::string_view in, const std::vector<Expected>& wa
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-    log::set_level(log::Level::error);
-    return 0;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     static Rig* rig = new Rig;  // one server for the whole run; each input a connection
     if (size == 0) return 0;
     const bool admin = bytes[0] & 1;
-    const size_t max_piece = size_t(1) << ((bytes[0] >> 1) & 7) * 2;  // 1 .. 16384
+    const size_t max_piece = fuzz::max_piece(bytes[0]);
     std::string_view input(reinterpret_cast<const char*>(bytes + 1), size - 1);
     const std::vector<Expected> want = reference(input);
 
     auto client = rig->rig.connect(admin);
     FUZZ_CHECK(client != nullptr);
-    uint64_t state = fnv(input) | 1;
-    size_t pos = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (pos < input.size()) {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        size_t n = std::min(input.size() - pos, 1 + size_t(state % max_piece));
-        ssize_t w = ::send(client->fd, input.data() + pos, n, MSG_NOSIGNAL);
-        if (w > 0)
-            pos += size_t(w);
-        else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            break;  // the server closed (an error answer, Connection: close)
+    fuzz::write_pieces(client->fd, input, max_piece, fnv(input), [&] {
         rig->step(false);
         client->pump();
         FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
-    }
+    });
     ::shutdown(client->fd, SHUT_WR);
     while (!client->eof) {
         rig->step(true);

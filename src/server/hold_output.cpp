@@ -432,7 +432,7 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
     // A WebSocket's 101 (its Origin was checked with its handshake), or a
     // stream's head, whose CORS fields are the server's: an ordinary
     // answer's are the application's.
-    const bool ws = c.ws && holds_.transport(c.slot) == Transport::websocket;
+    const bool ws = c.ws && is_websocket(holds_.transport(c.slot));
     if (!ws)
         cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
                         r.headers);

@@ -177,7 +177,6 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
     if (subscribers.empty()) return;
     // Encoded once a transport, when the first hold of it is written; every
     // subscriber of that transport gets a reference to the same bytes.
-    constexpr size_t kTransports = 3;
     SharedBytes by_transport[kTransports];
     bool encoded[kTransports] = {};
     // A write may drop a slow reader: its unsubscribe waits for the loop's end
@@ -368,6 +367,14 @@ std::vector<SlotRef> HoldTable::holding() const {
     for (const auto& [index, h] : holds_)
         if (h.started && !h.dropped) out.push_back(h.slot);
     return out;
+}
+
+void HoldTable::set_channels(SlotRef slot, std::vector<std::string> channels) {
+    Hold* h = find(slot);
+    if (!h) return;
+    subs_.unsubscribe_all(slot);
+    subs_.subscribe(slot, channels);
+    h->channels = std::move(channels);
 }
 
 void HoldTable::release(SlotRef slot) {

@@ -166,6 +166,14 @@ class HoldTable {
     // No more events for the slot's hold, and nothing written: its transport
     // ends it (a WebSocket's close handshake). The hold is kept until release().
     void stop(SlotRef slot);
+    // The channels of the slot's hold (none without one).
+    std::vector<std::string> channels(SlotRef slot) const {
+        const Hold* h = find(slot);
+        return h ? h->channels : std::vector<std::string>{};
+    }
+    // The slot's hold hears `channels` from now on (a WebSocket-over-HTTP
+    // view's subscribe and unsubscribe). Not inside publish().
+    void set_channels(SlotRef slot, std::vector<std::string> channels);
     // The slot's hold's transport (stream when it holds nothing).
     Transport transport(SlotRef slot) const {
         const Hold* h = find(slot);

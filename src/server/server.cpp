@@ -336,22 +336,28 @@ void Server::dispatch(Conn& c, Request req) {
     }
     req.script_name = mount->prefix;
     req.path_info = percent_decode(std::string_view(req.path).substr(mount->prefix.size()), false);
+    if (c.ws && over_http(req)) {
+        woh_start(c, std::move(req), mount->submit);
+        return;
+    }
     c.phase = Phase::waiting;
     const Admission admitted = mount->submit(c.slot, std::move(req));
     if (admitted != Admission::queued) {
-        c.phase = Phase::reading;
-        c.keep_alive = false;
-        const bool full = admitted == Admission::full;
-        Response r =
-            error_response(503, full ? "too many queued requests" : "server is shutting down");
-        if (full) r.headers.add("Retry-After", "1");
-        send_whole(c, r);
-        finish_request(c);
+        refuse_admission(c, admitted == Admission::full);
         return;
     }
     // --request-timeout: the application's answer (or hold decision) is due by then.
     c.deadline = monotonic_seconds() + cfg_.request_timeout;
     arm_timer(c, cfg_.request_timeout);
+}
+
+void Server::refuse_admission(Conn& c, bool full) {
+    c.phase = Phase::reading;
+    c.keep_alive = false;
+    Response r = error_response(503, full ? "too many queued requests" : "server is shutting down");
+    if (full) r.headers.add("Retry-After", "1");
+    send_whole(c, r);
+    finish_request(c);
 }
 
 void Server::finish_request(Conn& c) {
@@ -565,7 +571,8 @@ void Server::close_conn(Conn& c) {
     if (c.tls_pending && !c.admin) metrics_.tls_handshakes_failed.fetch_add(1);
     holds_.release(slot);
     if (c.stream) c.stream->cancel();
-    ring_.cancels.cancel(slot);  // a job still queued for this client is not run
+    ring_.cancels.cancel(slot);          // a job still queued for this client is not run
+    if (c.ws && c.ws->woh) woh_gone(c);  // its view hears it went
     if (c.timer) event_free(c.timer);
     if (c.bev) {
         bufferevent_free(c.bev);  // closes the socket
@@ -598,6 +605,10 @@ void Server::handle_completion(Completion& comp) {
     if (!c || c->phase == Phase::closing || c->phase == Phase::lingering) {
         metrics_.completions_dropped.fetch_add(1);
         if (comp.stream) comp.stream->cancel();
+        return;
+    }
+    if (c->ws && c->ws->woh) {
+        woh_answer(*c, comp);  // the view's answer to WebSocket events
         return;
     }
     switch (comp.kind) {

@@ -59,6 +59,7 @@ struct ssl_st;  // OpenSSL's SSL
 
 namespace m0::server {
 class AccessLog;
+struct WohState;
 class TlsContext;
 }  // namespace m0::server
 
@@ -83,6 +84,10 @@ struct WsConfig {
     double close_timeout = 5;          // --ws-close-timeout: the close handshake's bound
     // --ws-origin, else --cors-origin: the pages that may open one.
     http::ws::OriginCheck origins;
+    // --ws-over-http: path prefixes whose upgrades speak WebSocket-over-HTTP
+    // to their view (ws_over_http.cpp).
+    std::vector<std::string> over_http;
+    bool no_deflate = false;  // --ws-no-deflate: permessage-deflate is never negotiated
 };
 
 struct ServerConfig {
@@ -414,9 +419,34 @@ class Server final : private HoldSink {
     void ws_quiet(Conn& c);
     // A data message from the client (dropped in this slice).
     void on_ws_message(Conn& c, bool text, std::string_view payload);
+    // A control frame from the client (ping, pong, close): a WebSocket-over-HTTP
+    // view hears of it.
+    void on_ws_control(Conn& c, uint8_t opcode, std::string_view payload, uint16_t code);
     // Pings silent WebSockets, closes those that do not answer.
     void ws_tick();
     double ws_tick_seconds() const;
+    // WebSocket-over-HTTP (ws_over_http.cpp).
+    bool over_http(const http::Request& req) const;  // under a --ws-over-http prefix
+    // The upgrade `req` (checked) goes to the view behind `submit` as OPEN.
+    void woh_start(Conn& c, http::Request req, const SubmitFn& submit);
+    // The queued events as one request, unless one is in flight; false when
+    // the pool refused it (the connection is answered or closing).
+    bool woh_send(Conn& c);
+    void woh_event(Conn& c, std::string type, std::optional<std::string> content);
+    void woh_answer(Conn& c, Completion& comp);
+    bool woh_open(Conn& c, const http::Response& answer);
+    // Carries out one event of the view's answer; false when it ended the connection.
+    bool woh_carry(Conn& c, const http::woh::Event& e);
+    bool woh_control(Conn& c, std::string_view json);
+    void woh_subscribe(Conn& c, const std::string& channel, bool on);
+    static std::vector<http::woh::Control> woh_controls(const http::Response& answer);
+    static void set_meta(WohState& o, std::string_view name, std::string_view value);
+    void woh_fail(Conn& c, const std::string& why);
+    void woh_close(Conn& c, uint16_t code, std::string_view reason);
+    void woh_gone(Conn& c);  // the connection is released: DISCONNECT
+    void woh_keepalive(Conn& c, double now);
+    // The pool would not take the request: 503, closing.
+    void refuse_admission(Conn& c, bool full);
 
     Loop& loop_;
     ServerConfig cfg_;

@@ -36,7 +36,7 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     const uint64_t after = f.cursor != 0 ? f.cursor : f.position;
     // A WebSocket only where the loop checked the handshake (c->ws).
     const Transport transport = f.response             ? Transport::response
-                                : f.websocket && c->ws ? Transport::websocket
+                                : f.websocket && c->ws ? c->ws->transport()
                                                        : Transport::stream;
     if (f.response) {
         c->poll = std::make_unique<PollState>();

@@ -13,7 +13,8 @@ class SseSubscriber final : public Subscriber {
     bool answers_once() const override { return false; }
     // Every event; event() is null for an http-response item without
     // http-stream content, which a stream is then not written.
-    bool carries(const bus::PublishFrame&) const override { return true; }
+    // A ws-message item is a WebSocket subscriber's only.
+    bool carries(const bus::PublishFrame& f) const override { return !bus::ws_message(f); }
     SharedBytes event(const bus::PublishFrame& f) const override {
         // The bus made them where it numbered the event (every loop, the
         // history and each replay share them); a frame from a shared bus comes

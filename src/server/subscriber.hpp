@@ -23,7 +23,13 @@ namespace m0::server {
 // it go. Loop thread; the count is atomic all the same.
 using SharedBytes = std::shared_ptr<const std::string>;
 
-enum class Transport : uint8_t { stream, response, websocket };
+// websocket_deflate: a WebSocket with permessage-deflate (RFC 7692): its
+// events compressed, once an event for all of its kind.
+enum class Transport : uint8_t { stream, response, websocket, websocket_deflate };
+inline constexpr size_t kTransports = 4;
+inline bool is_websocket(Transport t) {
+    return t == Transport::websocket || t == Transport::websocket_deflate;
+}
 
 // Why a hold ends (Subscriber::end): the server goes or closes its channel, or
 // the reader is too slow for its buffer.
@@ -53,15 +59,18 @@ class Subscriber {
     virtual http::Response answer(const http::Response& held, const bus::PublishFrame& f) const = 0;
 };
 
-const Subscriber& sse_subscriber();   // sse_subscriber.cpp
-const Subscriber& poll_subscriber();  // poll_subscriber.cpp
-const Subscriber& ws_subscriber();    // ws_subscriber.cpp
+const Subscriber& sse_subscriber();         // sse_subscriber.cpp
+const Subscriber& poll_subscriber();        // poll_subscriber.cpp
+const Subscriber& ws_subscriber();          // ws_subscriber.cpp
+const Subscriber& ws_deflate_subscriber();  // ws_subscriber.cpp
 inline const Subscriber& subscriber(Transport t) {
     switch (t) {
         case Transport::response:
             return poll_subscriber();
         case Transport::websocket:
             return ws_subscriber();
+        case Transport::websocket_deflate:
+            return ws_deflate_subscriber();
         case Transport::stream:
             break;
     }

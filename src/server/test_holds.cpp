@@ -600,3 +600,27 @@ TEST_CASE("long-poll answer: the handler's answer with the event in it", "[holds
         CHECK_FALSE(r.headers.has("M0-Event"));
     }
 }
+
+TEST_CASE(
+    "holds: with permessage-deflate an event is compressed once and the same bytes go to "
+    "every such WebSocket",
+    "[holds]") {
+    Table t;
+    t.sink.keep = true;
+    const std::pair<SlotRef, Transport> holds[] = {{kA, Transport::websocket_deflate},
+                                                   {kB, Transport::websocket_deflate},
+                                                   {kC, Transport::websocket}};
+    for (auto [s, transport] : holds) {
+        t.metrics.holds_open.fetch_add(1);
+        t.table.open(s, 0, {"x"}, {}, 0, {}, transport);
+        REQUIRE(t.table.start(s, 0));
+    }
+    t.table.publish(t.event(7, "x", std::string(1000, 'z')), 0);
+    const SharedBytes& a = t.sink.kept[key(kA)].at(0);
+    CHECK(t.sink.kept[key(kB)].at(0).get() == a.get());  // one compression, shared
+    CHECK((uint8_t((*a)[0]) & 0x40) != 0);               // RSV1: compressed
+    CHECK(a->size() < 100);
+    const SharedBytes& c = t.sink.kept[key(kC)].at(0);
+    CHECK((uint8_t((*c)[0]) & 0x40) == 0);
+    CHECK(c->size() > 1000);
+}

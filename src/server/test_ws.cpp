@@ -11,73 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "http/ws_deflate.hpp"
 #include "mojo/mojo.hpp"
 #include "server/test_hold_rig.hpp"
+#include "server/test_ws_frames.hpp"
 
 using namespace m0;
 using m0::testing::SocketClient;
+using namespace m0::testing::wsf;
 
 namespace {
-
-// A client frame: masked (RFC 6455 §5.3) unless `mask` is false.
-std::string frame(uint8_t op, std::string_view payload, bool fin = true, uint8_t rsv = 0,
-                  bool mask = true) {
-    std::string f;
-    f += char((fin ? 0x80 : 0) | (rsv << 4) | op);
-    const uint8_t m = mask ? 0x80 : 0;
-    const uint64_t n = payload.size();
-    if (n < 126) {
-        f += char(m | n);
-    } else if (n < 65536) {
-        f += char(m | 126);
-        f += char(n >> 8);
-        f += char(n & 0xFF);
-    } else {
-        f += char(m | 127);
-        for (int s = 56; s >= 0; s -= 8) f += char((n >> s) & 0xFF);
-    }
-    const char key[4] = {0x12, 0x34, 0x56, 0x78};
-    if (mask) f.append(key, 4);
-    for (size_t i = 0; i < payload.size(); ++i)
-        f += mask ? char(payload[i] ^ key[i % 4]) : payload[i];
-    return f;
-}
-
-std::string code(uint16_t c) { return {char(c >> 8), char(c & 0xFF)}; }
-
-struct Frame {
-    uint8_t op = 0;
-    std::string payload;
-};
-
-// The server's frames in `bytes` (unmasked, as a server sends them); a cut
-// last frame is left out.
-std::vector<Frame> parse(std::string_view bytes) {
-    std::vector<Frame> out;
-    size_t i = 0;
-    while (i + 2 <= bytes.size()) {
-        uint64_t n = uint8_t(bytes[i + 1]) & 0x7F;
-        size_t j = i + 2;
-        if (n >= 126) {
-            const size_t w = n == 126 ? 2 : 8;
-            if (j + w > bytes.size()) break;
-            n = 0;
-            for (size_t k = 0; k < w; ++k) n = (n << 8) | uint8_t(bytes[j + k]);
-            j += w;
-        }
-        if (j + n > bytes.size()) break;
-        out.push_back({uint8_t(bytes[i] & 0x0F), std::string(bytes.substr(j, n))});
-        i = j + n;
-    }
-    return out;
-}
-
-std::optional<uint16_t> close_code(const std::vector<Frame>& frames) {
-    for (const auto& f : frames)
-        if (f.op == 0x8 && f.payload.size() >= 2)
-            return uint16_t(uint8_t(f.payload[0]) << 8 | uint8_t(f.payload[1]));
-    return std::nullopt;
-}
 
 server::ServerConfig ws_config() {
     server::ServerConfig cfg;
@@ -88,17 +31,19 @@ server::ServerConfig ws_config() {
 
 struct WsRig : testing::HoldRig {
     using HoldRig::HoldRig;
+    std::string path = "/native/ws";  // what open() upgrades
 
     // Opens a WebSocket on `c` to /native/ws?`query`; the 101 is taken from
     // c.in, and returned.
     // `completion_first`: the loop handles the hold's completion before it
     // looks at its bus lane (as when the ring's eventfd is seen first).
     std::string open(SocketClient& c, const std::string& query = "channel=c",
-                     bool completion_first = false) {
-        REQUIRE(c.send("GET /native/ws?" + query +
+                     bool completion_first = false, const std::string& extra = "") {
+        REQUIRE(c.send("GET " + path + "?" + query +
                        " HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                       "Sec-WebSocket-Version: 13\r\n\r\n"));
+                       "Sec-WebSocket-Version: 13\r\n" +
+                       extra + "\r\n"));
         REQUIRE(loop.run_until([&] { return pool->pool().queued() == 1; }));
         REQUIRE(pool->pool().run_next());
         if (completion_first) server->on_completions_ready();
@@ -378,4 +323,69 @@ TEST_CASE("ws: the handler's subprotocol is echoed only when the client offered 
         CHECK(echoed == (std::string(choose) == "chat"));
         CHECK(rig.conn->in.find("Sec-WebSocket-Protocol: other") == std::string::npos);
     }
+}
+
+TEST_CASE(
+    "ws: permessage-deflate: negotiated in the 101, events compressed, a client's compressed "
+    "message inflated within --ws-max-message (a bomb closes 1009, bad UTF-8 1007)",
+    "[ws]") {
+    WsRig rig(ws_config());
+    std::string head = rig.open(*rig.conn, "channel=c", false,
+                                "Sec-WebSocket-Extensions: permessage-deflate; "
+                                "client_max_window_bits\r\n");
+    CHECK(head.find("Sec-WebSocket-Extensions: permessage-deflate; "
+                    "server_no_context_takeover\r\n") != std::string::npos);
+    REQUIRE(rig.bus.publish("c", std::string(500, 'q')).ok());
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(uint8_t(rig.conn->in[0]) == (0x80 | 0x40 | 0x1));
+    http::ws::Inflater in;
+    std::string plain;
+    REQUIRE(in.inflate(f[0].payload, 10000, plain) == http::ws::Inflater::Result::ok);
+    CHECK(plain == R"({"id":"1","data":")" + std::string(500, 'q') + "\"}");
+    // A compressed ping is a protocol error; a compressed text that inflates
+    // past --ws-max-message (1000) is 1009.
+    rig.conn->in.clear();
+    REQUIRE(rig.conn->send(frame(0x1, http::ws::deflate_message(std::string(5000, 'a')), true, 4)));
+    CHECK(close_code(rig.closed(*rig.conn)) == 1009);
+    auto other = rig.connect();
+    rig.open(*other, "channel=c", false, "Sec-WebSocket-Extensions: permessage-deflate\r\n");
+    REQUIRE(other->send(frame(0x1, http::ws::deflate_message("\xc3("), true, 4)));
+    CHECK(close_code(rig.closed(*other)) == 1007);
+    // Without the offer, RSV1 stays a protocol error.
+    auto plain_client = rig.connect();
+    rig.open(*plain_client);
+    REQUIRE(plain_client->send(frame(0x1, http::ws::deflate_message("hi"), true, 4)));
+    CHECK(close_code(rig.closed(*plain_client)) == 1002);
+}
+
+TEST_CASE(
+    "ws: a native handler (/native/ws-echo) runs on the mojo pool for each batch of events "
+    "only, and its connection hears its channel",
+    "[ws]") {
+    auto cfg = ws_config();
+    cfg.ws.over_http = {"/native/ws-echo"};  // what the binary adds for the mount's ws_paths
+    WsRig rig(cfg);
+    rig.path = "/native/ws-echo";
+    std::string head = rig.open(*rig.conn, "channel=c");  // OPEN: one job, run
+    CHECK(head.find("Sec-WebSocket-Extensions") == std::string::npos);
+    CHECK(rig.pool->pool().queued() == 0);  // no thread is kept for the connection
+    CHECK(rig.server->subscribed(rig.slot));
+    REQUIRE(rig.bus.publish("c", "ev").ok());
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].payload == R"({"id":"1","data":"ev"})");
+    rig.conn->in.clear();
+    REQUIRE(rig.conn->send(frame(0x1, "hi") + frame(0x2, std::string("\0\1", 2))));
+    // One job a batch: the two messages come as one or two.
+    REQUIRE(rig.step_until([&] {
+        if (rig.pool->pool().queued() == 1) REQUIRE(rig.pool->pool().run_next());
+        rig.conn->pump();
+        return parse(rig.conn->in).size() >= 2;
+    }));
+    f = rig.frames(*rig.conn, 2);
+    REQUIRE(f.size() == 2);
+    CHECK((f[0].op == 0x1 && f[0].payload == "echo: hi"));
+    CHECK((f[1].op == 0x2 && f[1].payload == std::string("\0\1", 2)));
+    CHECK(rig.pool->pool().queued() == 0);
 }

@@ -58,9 +58,9 @@
 // answers nothing within --ws-pong-timeout is closed (a peer that is gone).
 // One timer for the loop's WebSockets, ticking a few times per interval.
 //
-// What a client sends beyond control frames (a text or binary message) is
-// dropped in this slice (on_message): the WebSocket-over-HTTP events for a
-// WSGI view, and a native handler's on-message, are the next.
+// What a client sends beyond control frames (a text or binary message) goes
+// to a WebSocket-over-HTTP view as an event (ws_over_http.cpp); an M0-Hold
+// view has nobody to read it, and it is dropped.
 #include <event2/buffer.h>
 #include <sys/socket.h>
 
@@ -172,12 +172,42 @@ struct Server::WsIo {
         Conn& c = conn(user);
         WsState& w = *c.ws;
         if (w.failed) return;
-        if (a->opcode == static_cast<uint8_t>(ws::Opcode::close)) return;  // wslay answers it
-        if (a->opcode == static_cast<uint8_t>(ws::Opcode::text) ||
-            a->opcode == static_cast<uint8_t>(ws::Opcode::binary))
-            c.server->on_ws_message(
-                c, a->opcode == static_cast<uint8_t>(ws::Opcode::text),
-                std::string_view(reinterpret_cast<const char*>(a->msg), a->msg_length));
+        if (a->opcode == static_cast<uint8_t>(ws::Opcode::close) ||
+            a->opcode == static_cast<uint8_t>(ws::Opcode::ping) ||
+            a->opcode == static_cast<uint8_t>(ws::Opcode::pong)) {
+            // wslay answers pings and the close; a WebSocket-over-HTTP view hears of them.
+            c.server->on_ws_control(
+                c, a->opcode,
+                std::string_view(reinterpret_cast<const char*>(a->msg), a->msg_length),
+                a->status_code);
+            return;
+        }
+        const bool text = a->opcode == static_cast<uint8_t>(ws::Opcode::text);
+        if (!text && a->opcode != static_cast<uint8_t>(ws::Opcode::binary)) return;
+        std::string_view msg(reinterpret_cast<const char*>(a->msg), a->msg_length);
+        if (!(a->rsv & WSLAY_RSV1_BIT)) {
+            c.server->on_ws_message(c, text, msg);
+            return;
+        }
+        // Compressed (RFC 7692 §7.2.2): inflated within --ws-max-message,
+        // and its text checked as UTF-8 here (wslay skips compressed text).
+        if (!w.inflater) w.inflater = std::make_unique<ws::Inflater>();
+        std::string plain;
+        switch (w.inflater->inflate(msg, c.server->cfg_.ws.max_message, plain)) {
+            case ws::Inflater::Result::too_big:
+                fail(w, ws::kTooBig, "message too big (inflated)");
+                return;
+            case ws::Inflater::Result::bad:
+                fail(w, ws::kInvalidData, "bad compressed data");
+                return;
+            case ws::Inflater::Result::ok:
+                break;
+        }
+        if (text && !ws::Utf8Validator().feed(plain)) {
+            fail(w, ws::kInvalidData, "text is not UTF-8");
+            return;
+        }
+        c.server->on_ws_message(c, text, plain);
     }
 };
 
@@ -197,6 +227,7 @@ bool Server::ws_handshake(Conn& c, http::Request& req) {
     c.ws = std::make_unique<WsState>();
     c.ws->accept = std::move(u.accept);
     c.ws->protocols = std::move(u.protocols);
+    if (!cfg_.ws.no_deflate) c.ws->extensions = ws::negotiate_deflate(req.headers);
     return true;
 }
 
@@ -215,6 +246,7 @@ std::string Server::ws_head(Conn& c, http::Response& r) {
             M0_LOG(warn, "WebSocket on slot ", to_string(c.slot), ": the handler chose protocol '",
                    std::string(*p), "', which the client did not offer: left out");
     }
+    if (!c.ws->extensions.empty()) h.headers.add("Sec-WebSocket-Extensions", c.ws->extensions);
     if (auto w = r.headers.get("x-worker")) h.headers.add("x-worker", std::string(*w));
     r.status = 101;  // the access log's
     r.body.clear();  // nothing but frames after the 101
@@ -239,6 +271,8 @@ void Server::ws_open(Conn& c) {
     // §10.4: a limit on the message size, reassembled from its fragments:
     // past it, wslay closes with 1009.
     wslay_event_config_set_max_recv_msg_length(w.ctx, cfg_.ws.max_message);
+    // RFC 7692 §6: a compressed message has RSV1 on its first frame.
+    if (!w.extensions.empty()) wslay_event_config_set_allowed_rsv_bits(w.ctx, WSLAY_RSV1_BIT);
     w.last_heard = monotonic_seconds();
     ws_slots_.push_back(c.slot);
     if (!ws_timer_->pending()) ws_timer_->start(ws_tick_seconds());
@@ -252,7 +286,9 @@ void Server::ws_read(Conn& c) {
     WsState* w = c.ws.get();
     if (!w || !w->ctx || c.phase != Phase::holding) return;
     w->budget = kReadBudget;
+    w->reading = true;
     const int rv = wslay_event_recv(w->ctx);
+    w->reading = false;
     ws_settle(c, rv);
 }
 
@@ -307,11 +343,32 @@ void Server::ws_quiet(Conn& c) {
 }
 
 void Server::on_ws_message(Conn& c, bool text, std::string_view payload) {
-    // This slice subscribes only: a message is dropped. The next slice
-    // hands it to the mount (a job on its pool: WebSocket-over-HTTP events
-    // for a WSGI view, a native handler's on-message).
+    // A WebSocket-over-HTTP view is sent it; an M0-Hold one has no reader.
+    if (c.ws->woh) {
+        woh_event(c, text ? "TEXT" : "BINARY", std::string(payload));
+        return;
+    }
     M0_LOG(debug, "WebSocket on slot ", to_string(c.slot), ": a ", text ? "text" : "binary",
            " message of ", std::to_string(payload.size()), " bytes dropped");
+}
+
+void Server::on_ws_control(Conn& c, uint8_t opcode, std::string_view payload, uint16_t code) {
+    WohState* o = c.ws->woh.get();
+    if (!o) return;
+    if (opcode == static_cast<uint8_t>(ws::Opcode::close)) {
+        // Its code, and the reason after the two bytes wslay read it from.
+        o->close_seen = true;
+        const std::string_view reason = payload.size() > 2 ? payload.substr(2) : "";
+        woh_event(c, "CLOSE",
+                  code == WSLAY_CODE_NO_STATUS_RCVD ? std::optional<std::string>()
+                                                    : http::woh::close_content(code, reason));
+        return;
+    }
+    // Pushpin's compactness: a ping's or pong's content only when it has one.
+    std::optional<std::string> content;
+    if (!payload.empty()) content = std::string(payload);
+    woh_event(c, opcode == static_cast<uint8_t>(ws::Opcode::ping) ? "PING" : "PONG",
+              std::move(content));
 }
 
 void Server::ws_tick() {
@@ -324,6 +381,7 @@ void Server::ws_tick() {
         ws_slots_[kept++] = slot;
         WsState& w = *c->ws;
         if (c->phase != Phase::holding) continue;
+        if (w.woh) woh_keepalive(*c, now);
         if (w.ping_sent > 0 && now - w.ping_sent >= cfg_.ws.pong_timeout) {
             M0_LOG(info, "WebSocket on slot ", to_string(slot), " from ", c->remote_addr,
                    ": no pong within --ws-pong-timeout, closed");

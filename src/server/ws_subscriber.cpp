@@ -19,9 +19,12 @@
 // buffer); the end is a close frame: 1001 (going away: the server stops, or
 // its channel is closed) or 1013 (try again later: a slow reader). Raw
 // events (Pushpin's http-stream and http-response items) are not a
-// WebSocket's.
+// WebSocket's; a ws-message item's content is, verbatim: a text message
+// (content) or a binary one (content-bin), as Pushpin sends it, with no
+// envelope (its id still counts: a reconnect's cursor passes it).
 #include "http/sse.hpp"
 #include "http/websocket.hpp"
+#include "http/ws_deflate.hpp"
 #include "server/subscriber.hpp"
 
 namespace m0::server {
@@ -32,9 +35,22 @@ namespace ws = http::ws;
 
 class WsSubscriber final : public Subscriber {
   public:
+    explicit WsSubscriber(bool deflate) : deflate_(deflate) {}
     bool answers_once() const override { return false; }
-    bool carries(const bus::PublishFrame& f) const override { return !f.raw; }
+    bool carries(const bus::PublishFrame& f) const override {
+        return !f.raw || bus::ws_message(f) || f.event == bus::kResponseFormat;
+    }
     SharedBytes event(const bus::PublishFrame& f) const override {
+        SharedBytes plain = frame(f);
+        // permessage-deflate: compressed with no context, so the same bytes
+        // serve every subscriber of this kind (made once an event, here).
+        if (!deflate_ || !plain) return plain;
+        return std::make_shared<const std::string>(ws::deflate_frame(*plain));
+    }
+    SharedBytes frame(const bus::PublishFrame& f) const {
+        // A ws-message item's content (alone, or inside an http-response item).
+        if (bus::ws_message(f) || (f.raw && f.event == bus::kResponseFormat))
+            return f.ws ? f.ws : bus::ws_bytes(f);
         if (f.raw) return nullptr;
         if (f.ws) return f.ws;
         if (!f.wire || !f.data.empty() || !f.event.empty()) return bus::ws_bytes(f);
@@ -62,6 +78,7 @@ class WsSubscriber final : public Subscriber {
     }
 
   private:
+    const bool deflate_;
     const SharedBytes ping_ =
         std::make_shared<const std::string>(ws::server_frame(ws::Opcode::ping, {}));
 };
@@ -69,7 +86,12 @@ class WsSubscriber final : public Subscriber {
 }  // namespace
 
 const Subscriber& ws_subscriber() {
-    static const WsSubscriber s;
+    static const WsSubscriber s(false);
+    return s;
+}
+
+const Subscriber& ws_deflate_subscriber() {
+    static const WsSubscriber s(true);
     return s;
 }
 
