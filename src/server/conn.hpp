@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "http/access.hpp"
+#include "server/h2_conn.hpp"
 #include "server/server.hpp"
 #include "server/ws_conn.hpp"
 
@@ -82,6 +83,7 @@ struct Server::Conn {
     std::unique_ptr<AccessEntry> access;  // --access-log only
     std::unique_ptr<PollState> poll;      // a long-poll only, from its h frame to its answer
     std::unique_ptr<WsState> ws;          // a WebSocket only, from its handshake's check
+    std::unique_ptr<H2State> h2;          // HTTP/2 only (Phase::h2): the session, its streams
     // Holding: what the hold table wrote this loop turn, not yet in the
     // output; Server::flush_staged sends it in one sendmsg at the turn's end
     // (hold_output.cpp). References to the shared event bytes, not copies.

@@ -20,9 +20,9 @@ constexpr char kTls12Ciphers[] =
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
-// ALPN (RFC 7301 §3.1: a list of length-prefixed protocol names). h2 is
-// added when HTTP/2 is served, never before.
-constexpr unsigned char kAlpn[] = "\x08http/1.1";
+// ALPN (RFC 7301 §3.1: a list of length-prefixed protocol names): h2
+// (h2_conn.cpp) first, then http/1.1.
+constexpr unsigned char kAlpn[] = "\x02h2\x08http/1.1";
 
 // The last OpenSSL error as text, the queue emptied.
 std::string openssl_error() {
