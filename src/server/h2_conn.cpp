@@ -19,6 +19,8 @@
 // The session writes into the bufferevent's output while it holds less
 // than kOutputMax: a connection that does not read stops taking frames, and
 // --write-timeout ends it, as an HTTP/1.1 one.
+#include "server/h2_conn.hpp"
+
 #include <event2/buffer.h>
 #include <event2/bufferevent_ssl.h>
 #include <openssl/ssl.h>
@@ -28,7 +30,6 @@
 
 #include "loop/log.hpp"
 #include "server/conn.hpp"
-#include "server/h2_conn.hpp"
 
 namespace m0::server {
 
@@ -102,9 +103,9 @@ struct Server::H2Io {
         if (!st || st->state != H2Stream::State::receiving) return 0;
         Conn& c = conn(p);
         if (st->refuse) {
-            c.server->h2_refuse(c, *st, st->refuse, st->refuse == 431
-                                                        ? "request header fields too large"
-                                                        : "request body too large");
+            c.server->h2_refuse(
+                c, *st, st->refuse,
+                st->refuse == 431 ? "request header fields too large" : "request body too large");
             return 0;
         }
         if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) c.server->h2_dispatch(c, *st);
@@ -192,9 +193,18 @@ void Server::h2_read(Conn& c) {
             c.h2->session, static_cast<const uint8_t*>(vec.iov_base), vec.iov_len);
         if (!find(me)) return;
         if (n < 0) {
-            // The library queued a GOAWAY for a protocol error or a flood.
             M0_LOG(info, "HTTP/2 from ", c.remote_addr, " ended: ", nghttp2_strerror(int(n)));
+            if (n == NGHTTP2_ERR_FLOODED) {
+                // Its ACKs piled up unread: nothing more is written to it.
+                close_conn(c);
+                return;
+            }
+            // A fatal error (a CONTINUATION flood among them) queues no
+            // GOAWAY of the library's: ours says why, then the close.
             evbuffer_drain(in, evbuffer_get_length(in));
+            nghttp2_session_terminate_session(c.h2->session, n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
+                                                                 ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                                 : NGHTTP2_PROTOCOL_ERROR);
             (void)nghttp2_session_send(c.h2->session);
             close_after_write(c);
             return;
@@ -226,7 +236,8 @@ void Server::h2_flush(Conn& c) {
             return;
         }
     }
-    const bool done = !nghttp2_session_want_read(h.session) && !nghttp2_session_want_write(h.session);
+    const bool done =
+        !nghttp2_session_want_read(h.session) && !nghttp2_session_want_write(h.session);
     if (done || (h.going_away && h.streams.empty())) close_after_write(c);
 }
 

@@ -49,8 +49,8 @@ struct H2Stream {
     double born = 0;         // monotonic: its HEADERS began (--header-timeout)
     // The request's Origin (with --cors-origin), for a hold head's CORS fields.
     std::unique_ptr<std::string> origin;
-    size_t header_bytes = 0;  // receiving: decoded header bytes (--max-header-size)
-    size_t header_count = 0;  // receiving: header fields (--max-headers)
+    size_t header_bytes = 0;      // receiving: decoded header bytes (--max-header-size)
+    size_t header_count = 0;      // receiving: header fields (--max-headers)
     std::deque<SharedBytes> out;  // queued for DATA frames, out[0] from out_off
     size_t out_off = 0;
     size_t out_bytes = 0;                 // unsent bytes in `out`

@@ -162,8 +162,7 @@ void Server::h2_submit(Conn& c, H2Stream& st, Response& r, std::optional<uint64_
     st.submitted = true;
     if (nghttp2_submit_response(c.h2->session, st.id, nv.data(), nv.size(),
                                 body ? &prd : nullptr) != 0)
-        nghttp2_submit_rst_stream(c.h2->session, NGHTTP2_FLAG_NONE, st.id,
-                                  NGHTTP2_INTERNAL_ERROR);
+        nghttp2_submit_rst_stream(c.h2->session, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_INTERNAL_ERROR);
 }
 
 void Server::h2_whole(Conn& c, H2Stream& st, Response& r) {

@@ -3,8 +3,8 @@
 // answers whole and streamed, holds as streams, and the per-stream rules.
 #include <catch2/catch.hpp>
 
-#include "server/test_h2_client.hpp"
 #include "server/h2_conn.hpp"
+#include "server/test_h2_client.hpp"
 #include "server/test_hold_rig.hpp"
 
 using namespace m0;
@@ -35,29 +35,9 @@ int32_t open_hold(HoldRig& rig, H2Client& h, const std::string& channel) {
     const int32_t id = h.request("GET", "/native/hold?channel=" + channel);
     REQUIRE(h.until(rig, [&] { return rig.pool->pool().queued() == 1; }));
     REQUIRE(rig.pool->pool().run_next());
-    REQUIRE(h.until(rig, [&] { return h.streams[id].data.find(": mojo hold") != std::string::npos; }));
+    REQUIRE(
+        h.until(rig, [&] { return h.streams[id].data.find(": mojo hold") != std::string::npos; }));
     return id;
-}
-
-// Frames written by hand, for a client that does what nghttp2's would not.
-const std::string kEmptySettings("\0\0\0\x04\0\0\0\0\0", 9);
-
-// A HEADERS frame (END_STREAM, END_HEADERS) for GET `path` on stream `id`.
-std::string raw_get(int32_t id, const std::string& path) {
-    nghttp2_hd_deflater* hd;
-    REQUIRE(nghttp2_hd_deflate_new(&hd, 4096) == 0);
-    std::vector<std::pair<std::string, std::string>> h = {
-        {":method", "GET"}, {":scheme", "http"}, {":authority", "t"}, {":path", path}};
-    std::vector<nghttp2_nv> nv;
-    for (auto& [k, v] : h)
-        nv.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
-                      k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
-    uint8_t block[512];
-    const ssize_t n = nghttp2_hd_deflate_hd(hd, block, sizeof block, nv.data(), nv.size());
-    nghttp2_hd_deflate_del(hd);
-    REQUIRE(n > 0);
-    const char head[9] = {0, 0, char(n), NGHTTP2_HEADERS, 0x05, 0, 0, 0, char(id)};
-    return std::string(head, 9) + std::string(reinterpret_cast<char*>(block), size_t(n));
 }
 
 }  // namespace
@@ -213,9 +193,8 @@ TEST_CASE("h2: a stream whose window stays closed is a slow reader; its neighbou
     const std::string payload(1000, 'e');
     for (int i = 0; i < 12; ++i) {
         REQUIRE(rig.bus.publish("c", payload).ok());
-        REQUIRE(h.until(rig, [&] {
-            return h.streams[fast].data.size() >= size_t(i + 1) * payload.size();
-        }));
+        REQUIRE(h.until(
+            rig, [&] { return h.streams[fast].data.size() >= size_t(i + 1) * payload.size(); }));
         h.consume(fast, h.streams[fast].data.size());
         nghttp2_session_consume_connection(h.session, h.streams[slow].data.size());
     }
@@ -224,7 +203,8 @@ TEST_CASE("h2: a stream whose window stays closed is a slow reader; its neighbou
     CHECK(!h.streams[fast].closed);
     CHECK(rig.server->holds() == 1);
     REQUIRE(rig.bus.publish("c", "after").ok());
-    REQUIRE(h.until(rig, [&] { return h.streams[fast].data.find("data: after") != std::string::npos; }));
+    REQUIRE(h.until(rig,
+                    [&] { return h.streams[fast].data.find("data: after") != std::string::npos; }));
 }
 
 TEST_CASE("h2: streams past --h2-max-concurrent-streams are refused") {

@@ -84,13 +84,16 @@ struct H2Client {
     int32_t request(const std::string& method, const std::string& path,
                     std::vector<std::pair<std::string, std::string>> extra = {},
                     const std::string* body = nullptr) {
-        std::vector<std::pair<std::string, std::string>> h = {
-            {":method", method}, {":scheme", "http"}, {":authority", "example.test"}, {":path", path}};
+        std::vector<std::pair<std::string, std::string>> h = {{":method", method},
+                                                              {":scheme", "http"},
+                                                              {":authority", "example.test"},
+                                                              {":path", path}};
         h.insert(h.end(), extra.begin(), extra.end());
         std::vector<nghttp2_nv> nv;
         for (auto& [k, v] : h)
-            nv.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
-                          k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
+            nv.push_back({reinterpret_cast<uint8_t*>(k.data()),
+                          reinterpret_cast<uint8_t*>(v.data()), k.size(), v.size(),
+                          NGHTTP2_NV_FLAG_NONE});
         nghttp2_data_provider prd{};
         if (body) {
             prd.source.ptr = const_cast<std::string*>(body);
@@ -109,7 +112,9 @@ struct H2Client {
         streams[id];
         return id;
     }
-    void reset(int32_t id) { nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL); }
+    void reset(int32_t id) {
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    }
     // The window of stream `id` (and the connection's) opened by `n` bytes.
     void consume(int32_t id, size_t n) { nghttp2_session_consume(session, id, n); }
     // Sends what the session has, reads what came. False once the session failed.
@@ -141,5 +146,38 @@ struct H2Client {
             t);
     }
 };
+
+// Frames written by hand, for a client that does what nghttp2's would not.
+// A frame: its 9-byte header (RFC 9113 §4.1) and `payload`.
+inline std::string frame(uint8_t type, uint8_t flags, int32_t id, const std::string& payload) {
+    const size_t n = payload.size();
+    const char head[9] = {char(n >> 16),  char(n >> 8),   char(n),       char(type), char(flags),
+                          char(id >> 24), char(id >> 16), char(id >> 8), char(id)};
+    return std::string(head, 9) + payload;
+}
+inline const std::string kEmptySettings = frame(NGHTTP2_SETTINGS, 0, 0, "");
+
+// An HPACK block of `fields` (a fresh encoder: no dynamic table references).
+inline std::string hpack(std::vector<std::pair<std::string, std::string>> fields) {
+    nghttp2_hd_deflater* hd;
+    if (nghttp2_hd_deflate_new(&hd, 4096) != 0) return {};
+    std::vector<nghttp2_nv> nv;
+    for (auto& [k, v] : fields)
+        nv.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
+                      k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
+    std::string block(nghttp2_hd_deflate_bound(hd, nv.data(), nv.size()), '\0');
+    const ssize_t n = nghttp2_hd_deflate_hd(hd, reinterpret_cast<uint8_t*>(block.data()),
+                                            block.size(), nv.data(), nv.size());
+    nghttp2_hd_deflate_del(hd);
+    block.resize(n > 0 ? size_t(n) : 0);
+    return block;
+}
+
+// A HEADERS frame (END_STREAM, END_HEADERS) for GET `path` on stream `id`.
+inline std::string raw_get(int32_t id, const std::string& path) {
+    return frame(
+        NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS, id,
+        hpack({{":method", "GET"}, {":scheme", "http"}, {":authority", "t"}, {":path", path}}));
+}
 
 }  // namespace m0::testing
