@@ -306,8 +306,8 @@ void Server::h2_hold_head(Conn& c, H2Stream& st, Response& r) {
 size_t Server::h2_write(SlotRef slot, const SharedBytes& bytes) {
     H2Stream* st = find_stream(slot);
     Conn* c = st ? find(st->conn) : nullptr;
-    if (!c || c->phase != Phase::h2 || st->eof) return st ? st->out_bytes : 0;
-    return h2_queue(*c, *st, bytes);
+    if (c && c->phase == Phase::h2 && !st->eof) h2_queue(*c, *st, bytes);
+    return backlog(slot);  // the stream's queue: what the hold rule judges
 }
 
 void Server::h2_close_after_write(SlotRef slot) {

@@ -16,7 +16,7 @@ using m0::server::ServerConfig;
 namespace {
 
 struct Rig : ServerRig {
-    std::vector<SlotRef> got;  // requests that reached the mount
+    std::vector<SlotRef> got;                              // requests that reached the mount
     std::vector<std::shared_ptr<const CancelFlag>> flags;  // theirs, armed as a pool's submit does
     explicit Rig(ServerConfig cfg = {}) : ServerRig(std::move(cfg)) {
         server->add_mount("/", [this](SlotRef s, http::Request&&) {
@@ -108,8 +108,8 @@ TEST_CASE("h2 hostile: an HPACK bomb (a small block, a large list once decoded) 
     Rig rig(cfg);
     auto c = rig.connect();
     // One 4000-byte field into the dynamic table, then 200 one-byte references to it.
-    std::string block = hpack({{":method", "GET"}, {":scheme", "http"}, {":authority", "t"},
-                               {":path", "/"}});
+    std::string block =
+        hpack({{":method", "GET"}, {":scheme", "http"}, {":authority", "t"}, {":path", "/"}});
     block += std::string("\x40\x05x-big\x7f", 8);  // literal, incremental indexing, name "x-big"
     {
         uint32_t n = 4000 - 127;  // HPACK integer, 7-bit prefix already 127
@@ -121,8 +121,8 @@ TEST_CASE("h2 hostile: an HPACK bomb (a small block, a large list once decoded) 
     }
     block += std::string(4000, 'b');
     for (int i = 0; i < 200; ++i) block += '\xbe';  // indexed: dynamic table entry 62
-    c->send(preface() + frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS,
-                              1, block));
+    c->send(preface() +
+            frame(NGHTTP2_HEADERS, NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS, 1, block));
     // RST_STREAM (its 9-byte header) on stream 1: nothing was kept of the 800 KB list.
     REQUIRE(rig.step_until([&] {
         c->pump();
@@ -179,7 +179,9 @@ TEST_CASE("h2 hostile: connection-specific fields are refused per stream (RFC 91
     const int32_t te = h.request("GET", "/a", {{"transfer-encoding", "chunked"}});
     const int32_t conn = h.request("GET", "/b", {{"connection", "keep-alive"}});
     const int32_t ok = h.request("GET", "/c");
-    REQUIRE(h.until(rig, [&] { return h.streams[te].closed && h.streams[conn].closed && rig.got.size() == 1; }));
+    REQUIRE(h.until(rig, [&] {
+        return h.streams[te].closed && h.streams[conn].closed && rig.got.size() == 1;
+    }));
     CHECK(h.streams[te].error == NGHTTP2_PROTOCOL_ERROR);
     CHECK(h.streams[conn].error == NGHTTP2_PROTOCOL_ERROR);
     (void)ok;
