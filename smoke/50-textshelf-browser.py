@@ -25,6 +25,10 @@ one with the same command line (same port, admin port, database, grant and
 admin key files) and answers `@restarted OLD_PID NEW_PID` on node's stdin,
 or `@restart-failed REASON`. The browser's EventSource comes back by itself
 to the new process with its old Last-Event-ID, which predates it: m0-reset.
+Phase 3: HTTP/2 (test_h2_streams.mjs): one page opens 50 EventSources over
+TLS (ALPN h2) and every one receives its event; the same page over plain
+HTTP/1.1 opens at most six (Chromium's connections to one origin) and only
+those receive theirs.
 Phase 2: an EventSource that reconnects sends `Last-Event-ID: N`, N the
 last id it saw; over /native/live it must get only later events -- and the
 cursor must really filter, so a client whose cursor is ahead of the counter
@@ -43,7 +47,8 @@ import time
 sys.dont_write_bytecode = True  # no __pycache__ in smoke/ or src/wsgi/m0/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    ROOT, Fail, Server, Smoke, check, check_hold_head, check_stream, leave, read_head_body, short)
+    DJANGO_ARGS, ROOT, Fail, Server, Smoke, check, check_hold_head, check_stream, free_port, leave,
+    read_head_body, self_signed, short)
 from textshelf_lib import (  # noqa: E402
     DOC, FIXTURE, MOJO_HEAD, User, key_file, new_key, read_events, seed,
     textshelf_server)
@@ -228,6 +233,23 @@ def phase2(ctx):
           "a hold with Last-Event-ID: %d got %s: the cursor is ignored on /native/live" % (
               n + 1000, short(ahead.buf[len(MOJO_HEAD):])))
     check(not again.eof and not ahead.eof, "a hold was closed")
+
+
+@smoke.phase(3, "browser: 50 EventSources on one page all receive over TLS+h2; over HTTP/1.1 six")
+def phase3(ctx):
+    node = shutil.which("node")
+    check(node, "node is not installed")
+    ensure_node_modules()
+    cert, key = self_signed(ctx)
+    plain = free_port()
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--admin-open", "--certfile", cert, "--keyfile",
+                                    key, "--listen-plain", "127.0.0.1:%d" % plain], admin=True)
+    env = dict(os.environ)
+    env.update({"TLS_URL": "https://%s:%d" % srv.addr, "PLAIN_URL": "http://127.0.0.1:%d" % plain,
+                "ADMIN_URL": "http://%s:%d" % srv.admin, "N": "50", "CHROMIUM": CHROMIUM})
+    rc, lines = relay([node, "test_h2_streams.mjs"], BROWSER_DIR, env, 90.0, "  node| ")
+    check(rc == 0, "test_h2_streams.mjs exited %r: %s" % (
+        rc, [l for l in lines if l.startswith("FAIL")] or lines[-3:]))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.dont_write_bytecode = True
@@ -31,7 +30,7 @@ import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import h2.events  # noqa: E402
 import h2.settings  # noqa: E402
-from m0smoke import DJANGO_ARGS, Smoke, check, free_port, publish_admin, short  # noqa: E402
+from m0smoke import DJANGO_ARGS, Smoke, check, publish_admin, self_signed, short  # noqa: E402
 
 SCRIPT = "99-http2"
 ADMIN_KEY = "smoke-admin-key-99h2-41d7"
@@ -54,19 +53,6 @@ def curl(args, timeout=10):
 
 def url(addr, path, scheme="http"):
     return "%s://%s:%d%s" % (scheme, addr[0], addr[1], path)
-
-
-def self_signed(ctx):
-    """A certificate for 127.0.0.1 (its own CA) and its key, removed at the end."""
-    d = tempfile.mkdtemp(prefix="m0-h2-")
-    ctx.finalizers.append(lambda: shutil.rmtree(d, ignore_errors=True))
-    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
-    rc, _, err = run([OPENSSL, "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                      "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
-                      "2", "-subj", "/CN=localhost", "-addext",
-                      "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-    check(rc == 0, "openssl req: %s" % short(err))
-    return cert, key
 
 
 @smoke.phase(1, "h2c with prior knowledge: Django and mojo answer over streams, SERVER_PROTOCOL HTTP/2")

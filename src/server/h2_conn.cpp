@@ -269,6 +269,12 @@ void Server::h2_arm(Conn& c, double at) {
     arm_timer(c, std::max(0.001, at - now));
 }
 
+size_t Server::h2_streams() const {
+    size_t n = 0;
+    for (const auto& e : slots_) n += e.stream ? 1 : 0;
+    return n;
+}
+
 H2Stream* Server::find_stream(SlotRef s) const {
     if (s.index >= slots_.size()) return nullptr;
     const auto& e = slots_[s.index];

@@ -257,6 +257,8 @@ class Server final : private HoldSink {
     // Bytes read from the connection and not yet parsed (pipelined requests).
     size_t unread(SlotRef s) const;
     size_t holds() const { return holds_.holding().size(); }
+    // HTTP/2 streams open on this loop's connections (each a slot).
+    size_t h2_streams() const;
     const bus::Subscriptions& subscriptions() const { return holds_.subscriptions(); }
     // Shared event bytes that connection outputs hold a reference to (every
     // server in the process; any thread reads it): 0 once they are written or
