@@ -21,8 +21,8 @@
 
 #include "http/fuzz_check.hpp"
 #include "loop/log.hpp"
-#include "server/h2_conn.hpp"
 #include "server/fuzz_rig.hpp"
+#include "server/h2_conn.hpp"
 
 namespace {
 

@@ -76,7 +76,7 @@ struct Server::H2Io {
         }
         std::string_view n(reinterpret_cast<const char*>(name), namelen);
         std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-        http::Request& r = st->req;
+        http::Request& r = *st->req;
         if (n == ":method")
             r.method = v;
         else if (n == ":path")
@@ -117,12 +117,12 @@ struct Server::H2Io {
         auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(s, id));
         if (!st || st->state != H2Stream::State::receiving || st->refuse) return 0;
         Conn& c = conn(p);
-        if (st->req.body.size() + len > c.server->cfg_.limits.max_body) {
+        if (st->req->body.size() + len > c.server->cfg_.limits.max_body) {
             st->refuse = 413;
-            st->req.body.clear();
+            st->req->body.clear();
             return 0;
         }
-        st->req.body.append(reinterpret_cast<const char*>(data), len);
+        st->req->body.append(reinterpret_cast<const char*>(data), len);
         return 0;
     }
 
@@ -252,8 +252,9 @@ void Server::h2_open_stream(Conn& c, int32_t id) {
     st->id = id;
     st->slot = slot;
     st->conn = c.slot;
-    st->req.version_major = 2;
-    st->req.version_minor = 0;
+    st->req = std::make_unique<http::Request>();
+    st->req->version_major = 2;
+    st->req->version_minor = 0;
     slots_[slot.index].stream = st.get();
     nghttp2_session_set_stream_user_data(h.session, id, st.get());
     st->born = monotonic_seconds();

@@ -15,7 +15,6 @@
 #pragma once
 #include <nghttp2/nghttp2.h>
 
-#include <deque>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -45,13 +44,18 @@ struct H2Stream {
     bool deferred = false;   // the data provider waits for bytes (resume_data)
     bool eof = false;        // after `out`, END_STREAM
     int refuse = 0;          // receiving: its answer once the request ends (431, 413)
-    http::Request req;       // receiving: its head, then its body
-    double born = 0;         // monotonic: its HEADERS began (--header-timeout)
+    // Receiving: its head, then its body; gone once dispatched (a hold keeps
+    // nothing of its request).
+    std::unique_ptr<http::Request> req;
+    double born = 0;  // monotonic: its HEADERS began (--header-timeout)
     // The request's Origin (with --cors-origin), for a hold head's CORS fields.
     std::unique_ptr<std::string> origin;
-    size_t header_bytes = 0;      // receiving: decoded header bytes (--max-header-size)
-    size_t header_count = 0;      // receiving: header fields (--max-headers)
-    std::deque<SharedBytes> out;  // queued for DATA frames, out[0] from out_off
+    size_t header_bytes = 0;  // receiving: decoded header bytes (--max-header-size)
+    size_t header_count = 0;  // receiving: header fields (--max-headers)
+    // Queued for DATA frames: out[out_head] from out_off on, then the rest
+    // (a vector: an idle hold's empty queue owns no memory).
+    std::vector<SharedBytes> out;
+    size_t out_head = 0;
     size_t out_off = 0;
     size_t out_bytes = 0;                 // unsent bytes in `out`
     std::shared_ptr<StreamState> stream;  // a streamed answer's producer

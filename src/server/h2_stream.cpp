@@ -63,16 +63,21 @@ struct Server::H2Data {
         }
         const bool was_over = st.out_bytes > s.cfg_.hold_buffer_limit;
         size_t n = 0;
-        while (n < length && !st.out.empty()) {
-            const std::string& b = *st.out.front();
+        while (n < length && st.out_head < st.out.size()) {
+            const std::string& b = *st.out[st.out_head];
             const size_t take = std::min(length - n, b.size() - st.out_off);
             std::memcpy(buf + n, b.data() + st.out_off, take);
             n += take;
             st.out_off += take;
             if (st.out_off == b.size()) {
-                st.out.pop_front();
+                st.out[st.out_head++].reset();
                 st.out_off = 0;
             }
+        }
+        if (st.out_head == st.out.size()) {
+            st.out.clear();
+            st.out.shrink_to_fit();  // an idle hold keeps no queue
+            st.out_head = 0;
         }
         st.out_bytes -= n;
         if (n > 0 && st.state != H2Stream::State::closing)
@@ -81,7 +86,7 @@ struct Server::H2Data {
         if (was_over && st.out_bytes <= s.cfg_.hold_buffer_limit &&
             st.state == H2Stream::State::holding)
             c.h2->drained.push_back(st.slot);
-        if (st.out.empty() && st.eof) {
+        if (st.out_bytes == 0 && st.eof) {
             *flags |= NGHTTP2_DATA_FLAG_EOF;
             return static_cast<ssize_t>(n);
         }
@@ -96,7 +101,7 @@ struct Server::H2Data {
 void Server::h2_dispatch(Conn& c, H2Stream& st) {
     metrics_.requests_total.fetch_add(1);
     st.state = H2Stream::State::waiting;
-    Request& req = st.req;
+    Request& req = *st.req;
     const size_t q = req.target.find('?');
     req.path = req.target.substr(0, q);
     req.query = q == std::string::npos ? "" : req.target.substr(q + 1);
@@ -113,6 +118,7 @@ void Server::h2_dispatch(Conn& c, H2Stream& st) {
         return;
     }
     const Admission admitted = mount->submit(st.slot, std::move(req));
+    st.req.reset();
     if (admitted != Admission::queued) {
         const bool full = admitted == Admission::full;
         Response r =
@@ -128,7 +134,7 @@ void Server::h2_dispatch(Conn& c, H2Stream& st) {
 void Server::h2_refuse(Conn& c, H2Stream& st, int status, std::string_view reason) {
     M0_LOG(info, "HTTP/2 request from ", c.remote_addr, " refused ", std::to_string(status), ": ",
            reason);
-    if (st.state == H2Stream::State::receiving && st.req.method.empty()) {
+    if (st.state == H2Stream::State::receiving && st.req->method.empty()) {
         // Its header block never ended: nothing to answer.
         nghttp2_submit_rst_stream(c.h2->session, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_CANCEL);
         return;
@@ -241,11 +247,13 @@ void Server::h2_completion(H2Stream& st, Completion& comp) {
             st.eof = st.head_request || bodiless_status(comp.response.status);
             h2_submit(*c, st, comp.response, std::nullopt, !st.eof);
             break;
-        case Completion::Kind::chunk:
+        case Completion::Kind::chunk: {
             if (st.eof) break;  // HEAD: the body is not sent
+            const size_t n = comp.data.size();
             h2_queue(*c, st, std::make_shared<const std::string>(std::move(comp.data)));
-            if (st.stream) st.stream->moved(st.out.back()->size(), st.out_bytes);
+            if (st.stream) st.stream->moved(n, st.out_bytes);
             break;
+        }
         case Completion::Kind::end:
             if (comp.aborted) {
                 // The body failed midway: the stream is reset, not ended as if whole.
