@@ -19,14 +19,12 @@ import resource
 import socket
 import statistics
 import sys
-import time
 
 import h2.config
 import h2.connection
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_tls_holds import rss_kib  # noqa: E402
-from bench_util import ROOT, free_port, start, stop, wait_port  # noqa: E402
+from bench_util import ROOT, free_port, rss_growth, start, stop, wait_port  # noqa: E402
 
 HEAD = b": mojo hold"
 
@@ -74,14 +72,7 @@ def measure(binary, n, folder_log, open_holds):
     proc, log = start(cmd, folder_log)
     try:
         wait_port(port, proc, "m0serve")
-        warm = open_holds(port, 50)
-        time.sleep(0.5)
-        before = rss_kib(proc.pid)
-        socks = open_holds(port, n)
-        time.sleep(1.0)
-        after = rss_kib(proc.pid)
-        for s in socks + warm:
-            s.close()
+        before, after = rss_growth(proc, lambda k: open_holds(port, k), n)
         return (after - before) / n
     finally:
         stop(proc)
