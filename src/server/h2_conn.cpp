@@ -85,6 +85,8 @@ struct Server::H2Io {
             r.headers.add("host", std::string(v));
         else if (n.starts_with(':'))
             return 0;  // :scheme (the connection says it), :protocol
+        else if (n == "host" && r.headers.has("host"))
+            return 0;  // RFC 9113 §8.3.1: :authority is the one kept
         else if (n == "cookie" && r.headers.has("cookie"))
             // RFC 9113 §8.2.3: crumbs are joined with "; " for HTTP/1.1's one field.
             for (auto& [k, val] : r.headers.items) {
