@@ -74,10 +74,24 @@ def phase1(ctx):
           "HTTP/1.1 beside it: %s" % short(out))
 
 
-@smoke.phase(2, "TLS: ALPN h2 first, then http/1.1; curl --http2 and s_client get h2")
+@smoke.phase(2, "TLS: ALPN h2 first, then http/1.1; curl --http2 and s_client get h2; "
+                "a 3 MiB wsgi.file_wrapper file over h2, twice on one connection")
 def phase2(ctx):
     cert, key = self_signed(ctx)
-    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key])
+    folder = os.path.dirname(cert)
+    payload = os.urandom(3 << 20)
+    with open(os.path.join(folder, "payload.bin"), "wb") as f:
+        f.write(payload)
+    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key],
+                     env={"M0_BENCH_FILES": folder})
+    got = os.path.join(folder, "got.bin")
+    file_url = url(srv.addr, "/files/payload.bin", "https")
+    rc, out, err = curl(["--http2", "--cacert", cert, "-D", "-", file_url, file_url, "-o",
+                         "/dev/null", "-o", got], timeout=20)
+    check(rc == 0 and out.count("HTTP/2 200") == 2 and "x-file-wrapper: yes" in out,
+          "file over h2: %s %s" % (short(out, 600), short(err)))
+    with open(got, "rb") as f:
+        check(f.read() == payload, "the file over h2 is not the file")
     rc, out, err = curl(["--http2", "--cacert", cert, "-D", "-", url(srv.addr, "/echo", "https")])
     check(rc == 0 and out.startswith("HTTP/2 200"), "curl --http2: %s %s" % (short(out), short(err)))
     check('"wsgi.url_scheme": "https"' in out and '"SERVER_PROTOCOL": "HTTP/2"' in out,
