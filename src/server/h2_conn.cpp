@@ -346,6 +346,10 @@ void Server::h2_expire(Conn& c, H2Stream& st) {
             st.deadline = 0;
             h2_refuse(c, st, 408, "request not received in time");
             return;
+        case S::polling:
+            st.deadline = 0;
+            holds_.drop(st.slot, 0);  // the handler's own answer (h2_answer, null)
+            return;
         case S::waiting:
             metrics_.requests_timed_out.fetch_add(1);
             ring_.cancels.cancel(st.slot);
@@ -376,7 +380,8 @@ void Server::h2_shutdown(Conn& c) {
                           nullptr, 0);
     std::vector<SlotRef> holding;
     for (auto& [id, st] : h.streams)
-        if (st->state == H2Stream::State::holding) holding.push_back(st->slot);
+        if (st->state == H2Stream::State::holding || st->state == H2Stream::State::polling)
+            holding.push_back(st->slot);
     for (SlotRef s : holding) drop_hold(s);  // each its retry hint, then END_STREAM
     h2_flush(c);
 }

@@ -33,6 +33,7 @@ struct H2Stream {
         waiting,    // dispatched: its pool's answer is due by `deadline`
         answering,  // a response (whole or streamed) is being sent
         holding,    // a hold: events are written as they come
+        polling,    // a long-poll: an event, or its Grip-Timeout, answers it
         closing,    // its last bytes are queued: RST_STREAM if not sent by `deadline`
     };
     int32_t id = 0;
@@ -60,7 +61,13 @@ struct H2Stream {
     size_t out_bytes = 0;                 // unsent bytes in `out`
     std::shared_ptr<StreamState> stream;  // a streamed answer's producer
     std::shared_ptr<FileBody> file;       // a file answer, read as the window allows
+    // A long-poll (GRIP's Grip-Hold: response), from its h frame: its
+    // Grip-Timeout, then the handler's answer it holds until an event.
+    uint32_t poll_timeout = 0;
+    std::unique_ptr<http::Response> poll_held;
+    bool poll = false;  // its h frame said response: a long-poll
     // monotonic, 0 for none: waiting, its answer (--request-timeout);
+    // polling, its Grip-Timeout;
     // answering and holding, progress while `out` holds bytes
     // (--write-timeout); closing, its last bytes (--hold-drain-timeout).
     double deadline = 0;

@@ -278,6 +278,10 @@ void Server::h2_completion(H2Stream& st, Completion& comp) {
 }
 
 void Server::h2_hold_head(Conn& c, H2Stream& st, Response& r) {
+    if (st.poll && holds_.answers_once(st.slot)) {
+        h2_poll(c, st, r);
+        return;
+    }
     if (!holds_.has(st.slot)) {
         M0_LOG(error, "hold completion for slot ", to_string(st.slot),
                " found no subscription (its h frame did not come first): answered whole");

@@ -409,6 +409,10 @@ class Server final : private HoldSink {
                    bool body);
     void h2_whole(Conn& c, H2Stream& st, http::Response& r);
     void h2_hold_head(Conn& c, H2Stream& st, http::Response& r);
+    // A long-poll on a stream (poll.cpp): the handler's answer held until an
+    // event or its timeout; then the stream's answer.
+    void h2_poll(Conn& c, H2Stream& st, http::Response& r);
+    void h2_answer(H2Stream& st, const bus::PublishFrame* event);
     // Bytes for the stream's DATA; its backlog afterwards.
     size_t h2_queue(Conn& c, H2Stream& st, SharedBytes bytes);
     void h2_resume(Conn& c, H2Stream& st);  // its data provider goes on, at the flush

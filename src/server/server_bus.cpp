@@ -25,11 +25,10 @@ void Server::on_bus_ready() {
 void Server::sse_peer_frame(bus::HoldFrame& f) {
     auto slot = bus::parse_reserved_stream_url(f.stream_url);
     Conn* c = slot ? find(*slot) : nullptr;
-    // An HTTP/2 stream holds as a connection does (no long-poll: its
-    // completion is answered whole, the handler's own answer).
-    const H2Stream* st = slot && !c ? find_stream(*slot) : nullptr;
+    // An HTTP/2 stream holds as a connection does.
+    H2Stream* st = slot && !c ? find_stream(*slot) : nullptr;
     const bool waiting =
-        c ? c->phase == Phase::waiting : st && st->state == H2Stream::State::waiting && !f.response;
+        c ? c->phase == Phase::waiting : st && st->state == H2Stream::State::waiting;
     if (!waiting || holds_.has(*slot)) {
         // The client left (or the index was reused): nobody to hold.
         metrics_.frames_dropped.fetch_add(1);
@@ -44,7 +43,10 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     const Transport transport = f.response                  ? Transport::response
                                 : f.websocket && c && c->ws ? Transport::websocket
                                                             : Transport::stream;
-    if (f.response) {
+    if (f.response && st) {
+        st->poll = true;
+        st->poll_timeout = f.timeout;
+    } else if (f.response) {
         c->poll = std::make_unique<PollState>();
         c->poll->timeout = f.timeout;
     }

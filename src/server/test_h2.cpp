@@ -236,3 +236,24 @@ TEST_CASE("h2: the drain sends each hold its retry hint, ends its stream, and GO
     CHECK(h.streams[a].error == NGHTTP2_NO_ERROR);
     CHECK(rig.wait_eof(*rig.conn));
 }
+
+TEST_CASE("h2: a long-poll is a stream: the first event answers it, else its Grip-Timeout") {
+    HoldRig rig;
+    H2Client h(*rig.conn);
+    const int32_t a = h.request("GET", "/native/poll?channel=p");
+    const int32_t b = h.request("GET", "/native/poll?channel=q&timeout=1");
+    REQUIRE(h.until(rig, [&] { return rig.pool->pool().queued() == 2; }));
+    REQUIRE(rig.pool->pool().run_next());
+    REQUIRE(rig.pool->pool().run_next());
+    REQUIRE(h.until(rig, [&] { return rig.server->holds() == 2; }));
+    CHECK(!h.streams[a].closed);
+    REQUIRE(rig.bus.publish("p", "the answer").ok());
+    REQUIRE(h.until(rig, [&] { return h.streams[a].closed; }));
+    CHECK(h.streams[a].header(":status") == "200");
+    CHECK(h.streams[a].data == "the answer");
+    CHECK(!h.streams[b].closed);
+    REQUIRE(h.until(rig, [&] { return h.streams[b].closed; }));  // its Grip-Timeout
+    CHECK(h.streams[b].header(":status") == "204");
+    CHECK(rig.server->holds() == 0);
+    CHECK(rig.server->alive(rig.slot));
+}
