@@ -226,7 +226,9 @@ void Server::h2_completion(H2Stream& st, Completion& comp) {
             if (comp.file && !invalid_answer(comp.response) && !st.head_request &&
                 !bodiless_status(comp.response.status)) {
                 st.state = H2Stream::State::answering;
-                st.deadline = 0;
+                // Progress is due from the start: a window held at zero is reset.
+                st.deadline = monotonic_seconds() + cfg_.write_timeout;
+                h2_arm(*c, st.deadline);
                 st.file = comp.file;
                 h2_submit(*c, st, comp.response, comp.file->length, comp.file->length > 0);
                 break;

@@ -3,8 +3,10 @@
 // a well-behaved client (nghttp2's) would not send them. After each, the
 // server still serves a new connection.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "server/h2_conn.hpp"
 #include "server/test_h2_client.hpp"
@@ -162,9 +164,20 @@ TEST_CASE("h2 hostile: a zero window held forever resets the answer after --writ
     H2Client h(*c, false, {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0}});
     const int32_t id = h.request("GET", "/big");
     REQUIRE(h.until(rig, [&] { return rig.got.size() == 1; }));
-    http::Response r;
-    r.body = std::string(1000, 'z');
-    rig.post(rig.got[0], std::move(r));
+    const bool file = GENERATE(false, true);  // a body, or a file range (wsgi.file_wrapper)
+    Completion comp;
+    comp.slot = rig.got[0];
+    if (file) {
+        char path[] = "/tmp/m0-h2-fileXXXXXX";
+        const int fd = ::mkstemp(path);
+        REQUIRE(fd >= 0);
+        ::unlink(path);
+        REQUIRE(::write(fd, std::string(1000, 'z').data(), 1000) == 1000);
+        comp.file = std::make_shared<FileBody>(fd, 0, 1000, false);
+    } else {
+        comp.response.body = std::string(1000, 'z');
+    }
+    rig.ring.push(std::move(comp));
     REQUIRE(h.until(rig, [&] { return h.streams[id].closed; }));
     CHECK(h.streams[id].header(":status") == "200");
     CHECK(h.streams[id].data.empty());
