@@ -16,13 +16,6 @@
 
 namespace m0::server {
 
-// With --access-log: the line of the request under way, filled as it goes.
-struct AccessEntry {
-    http::AccessRecord rec;
-    double started = 0;       // monotonic: the request arrived
-    double hold_started = 0;  // monotonic: a hold's head was written
-};
-
 // Between looks for a departed client's reset (Server::probe_departure).
 inline constexpr double kProbeSeconds = 0.05;
 

@@ -291,6 +291,7 @@ void Server::h2_close_stream(Conn& c, int32_t id) {
     std::unique_ptr<H2Stream> st = std::move(it->second);
     h.streams.erase(it);
     const SlotRef slot = st->slot;
+    if (st->access) access_end(st->access, slot);  // before the hold's count goes
     holds_.release(slot);  // a RST_STREAM ends its hold as a closed socket does
     if (st->stream) st->stream->cancel();
     ring_.cancels.cancel(slot);  // a job still queued for it is not run

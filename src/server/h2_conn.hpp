@@ -23,6 +23,7 @@
 #include "http/message.hpp"
 #include "pool/completion.hpp"
 #include "pool/slot.hpp"
+#include "server/access_log.hpp"
 #include "server/holds.hpp"
 
 namespace m0::server {
@@ -71,6 +72,7 @@ struct H2Stream {
     // answering and holding, progress while `out` holds bytes
     // (--write-timeout); closing, its last bytes (--hold-drain-timeout).
     double deadline = 0;
+    std::unique_ptr<AccessEntry> access;  // --access-log only
 };
 
 struct H2State {

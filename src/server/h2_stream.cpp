@@ -55,6 +55,7 @@ struct Server::H2Data {
             const ssize_t n = want ? ::pread(f.fd, buf, want, static_cast<off_t>(f.offset)) : 0;
             // A file cut short of its declared length: the stream is reset.
             if (n < 0 || (n == 0 && want > 0)) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+            if (st.access) st.access->rec.bytes += static_cast<size_t>(n);
             f.offset += static_cast<uint64_t>(n);
             f.length -= static_cast<uint64_t>(n);
             if (f.length == 0) *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -80,6 +81,7 @@ struct Server::H2Data {
             st.out_head = 0;
         }
         st.out_bytes -= n;
+        if (st.access) st.access->rec.bytes += n;
         if (n > 0 && st.state != H2Stream::State::closing)
             st.deadline = st.out_bytes > 0 ? monotonic_seconds() + s.cfg_.write_timeout : 0;
         if (st.stream) st.stream->drained(st.out_bytes);
@@ -108,6 +110,7 @@ void Server::h2_dispatch(Conn& c, H2Stream& st) {
     req.keep_alive = true;
     st.head_request = req.is_head();
     prepare_request(c, req);
+    if (access_log_) access_begin(st.access, req, st.slot);
     if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled())
         st.origin = std::make_unique<std::string>(*o);
     M0_LOG(debug, req.method, " ", req.target, " HTTP/2 stream ", std::to_string(st.id), " slot ",
@@ -162,6 +165,7 @@ void Server::h2_submit(Conn& c, H2Stream& st, Response& r, std::optional<uint64_
     for (auto& [k, v] : fields)
         nv.push_back({reinterpret_cast<uint8_t*>(k.data()), reinterpret_cast<uint8_t*>(v.data()),
                       k.size(), v.size(), NGHTTP2_NV_FLAG_NONE});
+    if (access_log_) access_answer(st.access, c.remote_addr, r.status, 0);
     nghttp2_data_provider prd{};
     prd.source.ptr = &st;
     prd.read_callback = H2Data::read;
@@ -309,6 +313,7 @@ void Server::h2_hold_head(Conn& c, H2Stream& st, Response& r) {
     }
     st.state = H2Stream::State::holding;
     st.deadline = 0;
+    if (st.access) st.access->rec.hold = true;
     h2_queue(c, st, std::make_shared<const std::string>(std::move(r.body)));
     h2_submit(c, st, r, std::nullopt, true);
     metrics_.holds_total.fetch_add(1);

@@ -61,6 +61,7 @@ namespace m0::server {
 class AccessLog;
 class TlsContext;
 struct H2Stream;
+struct AccessEntry;
 }  // namespace m0::server
 
 namespace m0::server {
@@ -447,6 +448,12 @@ class Server final : private HoldSink {
     void access_answer(Conn& c, int status, size_t head_bytes);
     void access_bytes(Conn& c, size_t n);
     void access_end(Conn& c);
+    // The same on an entry of its own (an HTTP/2 stream's); `slot` names the
+    // hold whose events a hold's line counts.
+    void access_begin(std::unique_ptr<AccessEntry>& a, const http::Request& req, SlotRef slot);
+    void access_answer(std::unique_ptr<AccessEntry>& a, const std::string& remote, int status,
+                       size_t head_bytes);
+    void access_end(std::unique_ptr<AccessEntry>& a, SlotRef slot);
     std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);
     // Why a handler's answer cannot be written as it is (nullptr: it can).
     static const char* invalid_answer(const http::Response& r);

@@ -257,3 +257,26 @@ TEST_CASE("h2: a long-poll is a stream: the first event answers it, else its Gri
     CHECK(rig.server->holds() == 0);
     CHECK(rig.server->alive(rig.slot));
 }
+
+TEST_CASE(
+    "h2: each stream is a line of the access log: its request, status, bytes, a hold's events") {
+    TempAccessLog log;
+    HoldRig rig;
+    rig.server->set_access_log(&log.log);
+    H2Client h(*rig.conn);
+    const int32_t hello = h.request("GET", "/native/hello", {{"user-agent", "h2-test"}});
+    REQUIRE(h.until(rig, [&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    REQUIRE(h.until(rig, [&] { return h.streams[hello].closed; }));
+    const int32_t held = open_hold(rig, h, "c");
+    REQUIRE(rig.bus.publish("c", "one").ok());
+    REQUIRE(
+        h.until(rig, [&] { return h.streams[held].data.find("data: one") != std::string::npos; }));
+    h.reset(held);
+    REQUIRE(h.until(rig, [&] { return log.lines().size() == 2; }));
+    const auto lines = log.lines();
+    CHECK(lines[0].find("\"GET /native/hello HTTP/2\" 200 16 ") != std::string::npos);
+    CHECK(lines[0].find("\"h2-test\"") != std::string::npos);
+    CHECK(lines[1].find("\"GET /native/hold?channel=c HTTP/2\" 200 ") != std::string::npos);
+    CHECK(lines[1].find("events=1") != std::string::npos);
+}
