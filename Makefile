@@ -243,7 +243,7 @@ BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plu
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head,publish
+BENCH_PARTS    ?= holds,requests,files,head,publish,h2
 BENCH_STORM    ?= 2000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
