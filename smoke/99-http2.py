@@ -82,8 +82,8 @@ def phase2(ctx):
     payload = os.urandom(3 << 20)
     with open(os.path.join(folder, "payload.bin"), "wb") as f:
         f.write(payload)
-    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key],
-                     env={"M0_BENCH_FILES": folder})
+    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key, "--admin-tls",
+                                    "--admin-open"], admin=True, env={"M0_BENCH_FILES": folder})
     got = os.path.join(folder, "got.bin")
     file_url = url(srv.addr, "/files/payload.bin", "https")
     rc, out, err = curl(["--http2", "--cacert", cert, "-D", "-", file_url, file_url, "-o",
@@ -99,6 +99,10 @@ def phase2(ctx):
     rc, out, err = run([OPENSSL, "s_client", "-connect", "%s:%d" % srv.addr, "-alpn",
                         "h2,http/1.1", "-CAfile", cert], stdin=b"")
     check("ALPN protocol: h2" in out, "s_client: %s" % short(out, 900))
+    # The admin listener (--admin-tls) speaks HTTP/1.1 alone: its ALPN never says h2.
+    rc, out, err = run([OPENSSL, "s_client", "-connect", "%s:%d" % srv.admin, "-alpn",
+                        "h2,http/1.1", "-CAfile", cert], stdin=b"")
+    check("ALPN protocol: http/1.1" in out, "admin s_client: %s" % short(out, 900))
     rc, out, err = curl(["--http1.1", "--cacert", cert, "-D", "-", url(srv.addr, "/hello", "https")])
     check(rc == 0 and out.startswith("HTTP/1.1 200"), "curl --http1.1: %s" % short(out))
 

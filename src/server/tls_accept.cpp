@@ -97,7 +97,7 @@ void Server::on_peek(evutil_socket_t fd, short what, void* arg) {
         }
         return;
     }
-    ssl_st* ssl = s.cfg_.tls->new_ssl();
+    ssl_st* ssl = s.cfg_.tls->new_ssl(!via->admin);
     if (!ssl) {
         M0_LOG(error, "TLS: no SSL for ", addr, " (out of memory?): closing");
         evutil_closesocket(fd);
