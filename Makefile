@@ -39,6 +39,10 @@ DEB_PACKAGES += libsystemd-dev systemd
 # and the openssl CLI that smoke 97-tls and test_tls make certificates and
 # drive s_client with.
 DEB_PACKAGES += libevent-openssl-2.1-7 openssl
+# HTTP/2 (h2 by ALPN over TLS, h2c with prior knowledge): libnghttp2-dev
+# drives the frames; nghttp2-client (nghttp, h2load) and python3-h2 are the
+# tests' clients (smoke 99-http2 writes hostile frame sequences with h2).
+DEB_PACKAGES += libnghttp2-dev nghttp2-client python3-h2
 # --config FILE: TOML, read with Debian's toml++.
 DEB_PACKAGES += libtomlplusplus-dev
 # smoke 93-virtualenv makes a venv and installs into it offline: venv, and
@@ -241,7 +245,7 @@ BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plu
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head,publish
+BENCH_PARTS    ?= holds,requests,files,head,publish,h2
 BENCH_STORM    ?= 2000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))

@@ -378,3 +378,31 @@ WS = {
 }
 for name, data in WS.items():
     write("ws", name, data)
+
+# ---- fuzz_h2: the first byte the largest write, then frames after the preface
+def h2_frame(ftype, flags, sid, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", sid) + payload
+
+
+def h2_headers(sid, method, path, end_stream=True, extra=b""):
+    # HPACK by hand, literal fields without indexing (RFC 7541 §6.2.2).
+    block = b""
+    for k, v in ((b":method", method), (b":scheme", b"http"), (b":authority", b"t"),
+                 (b":path", path)):
+        block += b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v
+    return h2_frame(1, (1 if end_stream else 0) | 4, sid, block + extra)
+
+
+SETTINGS = h2_frame(4, 0, 0)
+H2 = {
+    "get": SETTINGS + h2_headers(1, b"GET", b"/a"),
+    "two-streams": SETTINGS + h2_headers(1, b"GET", b"/a") + h2_headers(3, b"GET", b"/stream"),
+    "post-body": SETTINGS + h2_headers(1, b"POST", b"/p", end_stream=False)
+    + h2_frame(0, 0, 1, b"hello") + h2_frame(0, 1, 1, b" world"),
+    "reset": SETTINGS + h2_headers(1, b"GET", b"/stream") + h2_frame(3, 0, 1, b"\0\0\0\x08"),
+    "ping-window": SETTINGS + h2_frame(6, 0, 0, b"12345678") + h2_frame(8, 0, 0, b"\0\0\x10\0"),
+    "continuation": SETTINGS + h2_frame(1, 1, 1, b"\x82\x86") + h2_frame(9, 4, 1, b"\x84\x01\x01t"),
+    "goaway": SETTINGS + h2_headers(1, b"GET", b"/a") + h2_frame(7, 0, 0, b"\0\0\0\x01\0\0\0\0"),
+}
+for i, (name, data) in enumerate(H2.items()):
+    write("h2", name, bytes([i % 8]) + data)

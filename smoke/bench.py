@@ -82,6 +82,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_files  # noqa: E402
+import bench_h2  # noqa: E402
 import bench_head  # noqa: E402
 import bench_publish  # noqa: E402
 import bench_wrk  # noqa: E402
@@ -90,7 +91,7 @@ from bench_pushpin import PushpinServer  # noqa: E402
 from bench_util import ROOT, fmt, free_ports, median, wait_port  # noqa: E402
 
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
-PARTS = ("holds", "requests", "files", "head", "publish")
+PARTS = ("holds", "requests", "files", "head", "publish", "h2")
 
 # measure -> (what, better, target, against): a ratio against that server's
 # figure, or (against None) the figure itself.
@@ -446,6 +447,8 @@ def check_tools(parts, servers):
         if not os.path.exists(NCHAN_MODULE):
             need.append(NCHAN_MODULE)
         need += [t for t in ("pushpin", "zurl", "condure", "redis-server") if not shutil.which(t)]
+    if "h2" in parts and not shutil.which("h2load"):
+        need.append("h2load")
     if "requests" in parts and not shutil.which("nginx"):
         need.append("nginx")
     if need:
@@ -456,7 +459,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
-    ap.add_argument("--parts", default=",".join(PARTS), help="holds, requests, files, head, publish (comma-separated)")
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help="holds, requests, files, head, publish, h2 (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
     ap.add_argument("--servers", default="m0-mojo,m0-mojo-1loop,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
                     help="the hold rows' servers: m0-mojo, m0-mojo-1loop (--loops 1), m0-django, m0-redis2 (--workers 2 --bus "
@@ -482,6 +486,7 @@ def main():
     ap.add_argument("--publish-events", type=int, default=20000,
                     help="events a publish row sends with no holds (a tenth with holds)")
     ap.add_argument("--publish-batch", type=int, default=100, help="events a batch in the publish rows")
+    ap.add_argument("--h2-requests", type=int, default=100000, help="h2load's -n in the h2 part")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench.jsonl"))
     args = ap.parse_args()
     parts = args.parts.split(",")
@@ -512,6 +517,8 @@ def main():
                 run_head(args, run, out, results)
             if "publish" in parts:
                 bench_publish.run(args, run, out, results, record, NGINX_CONF, NCHAN_MODULE)
+            if "h2" in parts:
+                bench_h2.run(args, run, out, results, record)
     if "holds" in parts:
         table_holds(args, plan, servers, results)
     if "requests" in parts:
@@ -522,6 +529,8 @@ def main():
         table_head(args, results)
     if "publish" in parts:
         bench_publish.table(args, results, median, fmt)
+    if "h2" in parts:
+        bench_h2.table(args, results, median, fmt)
     print("\nJSON lines: %s; %.0f s in all" % (args.out, time.monotonic() - t0))
 
 

@@ -21,18 +21,9 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import ROOT, free_port, start, stop, wait_port  # noqa: E402
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
+from bench_util import ROOT, free_port, rss_growth, start, stop, wait_port  # noqa: E402
 
 
 def measure(binary, n, folder, tls, tls12, keepalive):
@@ -63,15 +54,7 @@ def measure(binary, n, folder, tls, tls12, keepalive):
                 got += s.recv(4096)
             raise SystemExit("no answer: %r" % got)
 
-        warm = [one() for _ in range(50)]
-        time.sleep(0.5)
-        before = rss_kib(proc.pid)
-        socks = [one() for _ in range(n)]
-        time.sleep(1.0)
-        after = rss_kib(proc.pid)
-        for s in socks + warm:
-            s.close()
-        return before, after
+        return rss_growth(proc, lambda k: [one() for _ in range(k)], n)
     finally:
         stop(proc)
         log.close()

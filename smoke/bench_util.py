@@ -127,3 +127,26 @@ def median(rows, key):
 
 def fmt(v):
     return "-" if v is None else ("%.3g" % v)
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def rss_growth(proc, open_conns, n):
+    """(before, after): the server's RSS in KiB before and after `open_conns(n)`
+    (which returns sockets), 50 opened first to warm its allocator; every
+    socket closed after."""
+    warm = open_conns(50)
+    time.sleep(0.5)
+    before = rss_kib(proc.pid)
+    socks = open_conns(n)
+    time.sleep(1.0)
+    after = rss_kib(proc.pid)
+    for s in socks + warm:
+        s.close()
+    return before, after

@@ -31,10 +31,12 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 import urllib.parse
@@ -672,6 +674,20 @@ def _publish_answer(r, what, channel, expect):
     j = r.json()
     check(isinstance(j, dict) and isinstance(j.get("id"), int), "%s answer %s" % (what, short(r.body)))
     return j["id"]
+
+
+def self_signed(ctx):
+    """A certificate for 127.0.0.1 (its own CA) and its key, removed at the end."""
+    d = tempfile.mkdtemp(prefix="m0-cert-")
+    ctx.finalizers.append(lambda: shutil.rmtree(d, ignore_errors=True))
+    cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days",
+                        "2", "-subj", "/CN=localhost", "-addext",
+                        "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+    check(p.returncode == 0, "openssl req: %s" % short(p.stderr.decode("utf-8", "replace")))
+    return cert, key
 
 
 def publish_admin(admin, key, channel, data, event=None, timeout=5.0, expect=200, raw_json=None):

@@ -20,7 +20,7 @@ namespace m0::app {
 // clang-format on
 
 const std::vector<Flag>& flags() {
-    static const std::vector<Flag> table = with_ws_rows(with_tls_rows({
+    static const std::vector<Flag> table = with_h2_rows(with_ws_rows(with_tls_rows({
         {
             .name = "APP",
             .kind = Flag::positional,
@@ -658,7 +658,7 @@ const std::vector<Flag>& flags() {
             .to = custom(set::version),
             .cli_only = true,
         },
-    }));
+    })));
     return table;
 }
 

@@ -74,6 +74,8 @@ std::vector<Flag> insert_after(std::vector<Flag> rows, std::string_view after,
 std::vector<Flag> with_tls_rows(std::vector<Flag> rows);
 // `rows` with WebSocket's rows (flags_ws.cpp) after the cors-origin one.
 std::vector<Flag> with_ws_rows(std::vector<Flag> rows);
+// `rows` with HTTP/2's rows (flags_h2.cpp) after the tls-handshake-timeout one.
+std::vector<Flag> with_h2_rows(std::vector<Flag> rows);
 // The row of --NAME (NAME without the dashes; not the positional); null when none.
 const Flag* find_flag(std::string_view name);
 // The flag (its name, no dashes) a name m0serve does not know is nearest to,

@@ -54,6 +54,7 @@ struct Request {
 
     bool is_head() const { return method == "HEAD"; }
     std::string protocol() const {
+        if (version_major == 2) return "HTTP/2";  // RFC 9113 §1: no minor version
         return "HTTP/" + std::to_string(version_major) + "." + std::to_string(version_minor);
     }
     // Value of the query parameter `key` (first occurrence, %-decoded), or nullopt.

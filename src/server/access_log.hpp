@@ -5,7 +5,17 @@
 #pragma once
 #include <string>
 
+#include "http/access.hpp"
+
 namespace m0::server {
+
+// With --access-log: the line of the request under way (a connection's, an
+// HTTP/2 stream's), filled as it goes.
+struct AccessEntry {
+    http::AccessRecord rec;
+    double started = 0;       // monotonic: the request arrived
+    double hold_started = 0;  // monotonic: a hold's head was written
+};
 
 class AccessLog {
   public:

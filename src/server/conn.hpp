@@ -10,17 +10,11 @@
 #include <vector>
 
 #include "http/access.hpp"
+#include "server/h2_conn.hpp"
 #include "server/server.hpp"
 #include "server/ws_conn.hpp"
 
 namespace m0::server {
-
-// With --access-log: the line of the request under way, filled as it goes.
-struct AccessEntry {
-    http::AccessRecord rec;
-    double started = 0;       // monotonic: the request arrived
-    double hold_started = 0;  // monotonic: a hold's head was written
-};
 
 // Between looks for a departed client's reset (Server::probe_departure).
 inline constexpr double kProbeSeconds = 0.05;
@@ -83,6 +77,7 @@ struct Server::Conn {
     std::unique_ptr<AccessEntry> access;  // --access-log only
     std::unique_ptr<PollState> poll;      // a long-poll only, from its h frame to its answer
     std::unique_ptr<WsState> ws;          // a WebSocket only, from its handshake's check
+    std::unique_ptr<H2State> h2;          // HTTP/2 only (Phase::h2): the session, its streams
     // Holding: what the hold table wrote this loop turn, not yet in the
     // output; Server::flush_staged sends it in one sendmsg at the turn's end
     // (hold_output.cpp). References to the shared event bytes, not copies.

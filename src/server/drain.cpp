@@ -30,6 +30,10 @@ void Server::shutdown() {
     for (auto& e : slots_) {
         Conn* c = e.conn.get();
         if (!c || c->admin) continue;
+        if (c->h2) {
+            if (c->phase == Phase::h2) h2_shutdown(*c);
+            continue;
+        }
         if (c->phase == Phase::holding || c->phase == Phase::polling) {
             c->keep_alive = false;  // a long-poll is answered, then closed
             drop_hold(c->slot);

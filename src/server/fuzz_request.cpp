@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "http/fuzz_check.hpp"
-#include "server/fuzz_pieces.hpp"
-#include "server/test_rig.hpp"
+#include "loop/log.hpp"
+#include "server/fuzz_rig.hpp"
 
 namespace {
 
@@ -74,35 +74,7 @@ struct Rig {
     void answer(SlotRef s, const Request& r) {
         http::Response resp;
         resp.headers.add("Content-Type", "text/plain");
-        std::string body = echo(r);
-        Completion c;
-        c.slot = s;
-        if (!streamed(r)) {
-            c.kind = Completion::Kind::response;
-            resp.body = std::move(body);
-            c.response = std::move(resp);
-            rig.ring.push(std::move(c));
-            return;
-        }
-        // head (with the first bytes), a chunk, the end.
-        auto st = std::make_shared<StreamState>(1 << 20);
-        size_t half = body.size() / 2;
-        c.kind = Completion::Kind::head;
-        resp.body = body.substr(0, half);
-        c.response = std::move(resp);
-        c.stream = st;
-        rig.ring.push(std::move(c));
-        Completion chunk;
-        chunk.kind = Completion::Kind::chunk;
-        chunk.slot = s;
-        chunk.data = body.substr(half);
-        chunk.stream = st;
-        rig.ring.push(std::move(chunk));
-        Completion end;
-        end.kind = Completion::Kind::end;
-        end.slot = s;
-        end.stream = st;
-        rig.ring.push(std::move(end));
+        fuzzing::post_answer(rig.ring, s, std::move(resp), echo(r), streamed(r));
     }
     // One pass of the loop; waits for an event (timers included) when `block`.
     void step(bool block) {
@@ -219,28 +191,24 @@ std::vector<Answer> answers(std::string_view in, const std::vector<Expected>& wa
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    log::set_level(log::Level::error);
+    return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
-    static Rig* rig = new Rig;  // one server for the whole run; each input a connection
+    static Rig* const rig = new Rig;  // one server for the whole run; each input a connection
     if (size == 0) return 0;
     const bool admin = bytes[0] & 1;
-    const size_t max_piece = fuzz::max_piece(bytes[0]);
+    const size_t max_piece = size_t(1) << ((bytes[0] >> 1) & 7) * 2;  // 1 .. 16384
     std::string_view input(reinterpret_cast<const char*>(bytes + 1), size - 1);
     const std::vector<Expected> want = reference(input);
 
     auto client = rig->rig.connect(admin);
     FUZZ_CHECK(client != nullptr);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    fuzz::write_pieces(client->fd, input, max_piece, fnv(input), [&] {
-        rig->step(false);
-        client->pump();
-        FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
-    });
-    ::shutdown(client->fd, SHUT_WR);
-    while (!client->eof) {
-        rig->step(true);
-        client->pump();
-        FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
-    }
+    const fuzzing::Step step = [](bool block) { rig->step(block); };
+    fuzzing::write_then_drain(*client, input, max_piece, fnv(input) | 1, step, deadline);
     std::vector<Answer> got = answers(client->in, want);
 
     // In order, up to the first answer that closes.
@@ -264,9 +232,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     }
 
     client->close();
-    while (rig->rig.server->connections() != 0) {
-        rig->step(true);
-        FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
-    }
+    fuzzing::wait_released(*rig->rig.server, step, deadline);
     return 0;
 }

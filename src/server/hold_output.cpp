@@ -150,7 +150,7 @@ size_t Server::write(SlotRef slot, std::string_view bytes) {
 
 size_t Server::write_shared(SlotRef slot, const SharedBytes& bytes) {
     Conn* c = find(slot);
-    if (!c) return 0;
+    if (!c) return h2_write(slot, bytes);
     if (c->access) access_bytes(*c, bytes->size());
     if (c->staged.empty()) {
         if (flush_list_.empty()) schedule_flush();
@@ -207,6 +207,10 @@ void Server::flush_staged() {
 }
 
 void Server::flush_staged(Conn& c) {
+    if (c.h2) {  // a stream wrote: the session takes its DATA
+        if (c.phase == Phase::h2) h2_flush(c);
+        return;
+    }
     if (c.staged.empty()) return;
     if (!c.bev) {
         // Lean: behind what `out` holds already; the socket takes what it can

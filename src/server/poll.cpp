@@ -15,6 +15,7 @@
 // shutdown answer it with the handler's own answer at once.
 #include "loop/log.hpp"
 #include "server/conn.hpp"
+#include "server/h2_conn.hpp"
 #include "server/server.hpp"
 
 namespace m0::server {
@@ -51,6 +52,10 @@ void Server::finish_poll(Conn& c, http::Response& r) {
 
 void Server::answer(SlotRef slot, const bus::PublishFrame* event) {
     Conn* c = find(slot);
+    if (H2Stream* st = c ? nullptr : find_stream(slot)) {
+        h2_answer(*st, event);
+        return;
+    }
     if (!c || c->phase != Phase::polling || !c->poll) {
         holds_.release(slot);
         return;
@@ -62,6 +67,41 @@ void Server::answer(SlotRef slot, const bus::PublishFrame* event) {
     disarm_timer(*c);
     send_whole(*c, r);
     finish_request(*c);
+}
+
+void Server::h2_poll(Conn& c, H2Stream& st, http::Response& r) {
+    st.poll = false;
+    if (const char* why = invalid_answer(r)) {
+        holds_.release(st.slot);
+        http::Response e = http::error_response(502, why);
+        h2_whole(c, st, e);
+        return;
+    }
+    if (st.head_request || shutting_down_ || c.h2->going_away) {
+        holds_.release(st.slot);
+        h2_whole(c, st, r);
+        return;
+    }
+    st.poll_held = std::make_unique<http::Response>(std::move(r));
+    st.state = H2Stream::State::polling;
+    st.deadline = monotonic_seconds() + st.poll_timeout;
+    h2_arm(c, st.deadline);
+    metrics_.holds_total.fetch_add(1);
+    holds_.start(st.slot, monotonic_seconds());
+}
+
+void Server::h2_answer(H2Stream& st, const bus::PublishFrame* event) {
+    Conn* c = find(st.conn);
+    const SlotRef slot = st.slot;
+    if (!c || c->phase != Phase::h2 || st.state != H2Stream::State::polling || !st.poll_held) {
+        holds_.release(slot);
+        return;
+    }
+    http::Response r = event ? subscriber(Transport::response).answer(*st.poll_held, *event)
+                             : std::move(*st.poll_held);
+    st.poll_held.reset();
+    holds_.release(slot);
+    h2_whole(*c, st, r);
 }
 
 void Server::poll_timed_out(Conn& c) {

@@ -186,6 +186,9 @@ void Server::on_read(bufferevent*, void* arg) {
         case Phase::reading:
             s.process_input(c);
             break;
+        case Phase::h2:
+            s.h2_read(c);
+            break;
         case Phase::holding:
             if (c.ws) {
                 s.ws_read(c);  // a WebSocket's frames
@@ -215,6 +218,10 @@ void Server::process_input(Conn& c) {
     c.in_process = true;
     evbuffer* in = bufferevent_get_input(c.bev);
     SlotRef me = c.slot;
+    if (h2_preface(c)) {
+        c.in_process = false;
+        return;
+    }
     while (c.phase == Phase::reading && evbuffer_get_length(in) > 0) {
         if (!c.parser->in_message() && output_full(c)) {
             // Read backpressure: a client that pipelines and does not read its
@@ -278,19 +285,7 @@ void Server::dispatch(Conn& c, Request req) {
     c.dispatched = true;
     c.head_request = req.is_head();
     c.version_minor = static_cast<uint8_t>(req.version_minor);
-    req.remote_addr = c.remote_addr;
-    req.remote_port = c.remote_port;
-    // PEP 3333: wsgi.url_scheme "https" when the request came over TLS (a
-    // trusted proxy's X-Forwarded-Proto, below, may still say otherwise).
-    if (c.tls) req.scheme = "https";
-    // SERVER_NAME and SERVER_PORT: the listener's; a unix socket's are
-    // localhost and 80, as gunicorn gives them.
-    const bool unix_peer = c.via && !c.via->path.empty();
-    req.server_name = !c.via ? "127.0.0.1" : unix_peer ? "localhost" : c.via->host;
-    req.server_port = !c.via ? 0 : unix_peer ? 80 : c.via->port;
-    // A peer on a unix socket is a local process the socket's mode let in: a
-    // proxy in front, trusted as gunicorn trusts it.
-    if (!c.admin) http::apply_forwarded(req, unix_peer ? trust_all_ : cfg_.forwarded_allow);
+    prepare_request(c, req);
     if (access_log_) access_begin(c, req);
     c.origin.reset();
     if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled())
@@ -319,23 +314,13 @@ void Server::dispatch(Conn& c, Request req) {
     }
     // RFC 6455 §4.2.1: checked here, before any pool sees it.
     if (http::ws::asks_upgrade(req) && !ws_handshake(c, req)) return;
-    const MountEntry* mount = nullptr;
-    for (const auto& m : mounts_) {
-        const std::string& p = m.prefix;
-        if (p.empty() || (req.path.starts_with(p) &&
-                          (req.path.size() == p.size() || req.path[p.size()] == '/'))) {
-            mount = &m;
-            break;
-        }
-    }
+    const MountEntry* mount = route(req);
     if (!mount) {
         Response r = error_response(404, "no mount serves this path");
         send_whole(c, r);
         finish_request(c);
         return;
     }
-    req.script_name = mount->prefix;
-    req.path_info = percent_decode(std::string_view(req.path).substr(mount->prefix.size()), false);
     if (c.ws && over_http(req)) {
         woh_start(c, std::move(req), mount->submit);
         return;
@@ -358,6 +343,35 @@ void Server::refuse_admission(Conn& c, bool full) {
     if (full) r.headers.add("Retry-After", "1");
     send_whole(c, r);
     finish_request(c);
+}
+
+void Server::prepare_request(const Conn& c, Request& req) {
+    req.remote_addr = c.remote_addr;
+    req.remote_port = c.remote_port;
+    // PEP 3333: wsgi.url_scheme "https" when the request came over TLS (a
+    // trusted proxy's X-Forwarded-Proto, below, may still say otherwise).
+    if (c.tls) req.scheme = "https";
+    // SERVER_NAME and SERVER_PORT: the listener's; a unix socket's are
+    // localhost and 80, as gunicorn gives them.
+    const bool unix_peer = c.via && !c.via->path.empty();
+    req.server_name = !c.via ? "127.0.0.1" : unix_peer ? "localhost" : c.via->host;
+    req.server_port = !c.via ? 0 : unix_peer ? 80 : c.via->port;
+    // A peer on a unix socket is a local process the socket's mode let in: a
+    // proxy in front, trusted as gunicorn trusts it.
+    if (!c.admin) http::apply_forwarded(req, unix_peer ? trust_all_ : cfg_.forwarded_allow);
+}
+
+const Server::MountEntry* Server::route(Request& req) const {
+    for (const auto& m : mounts_) {
+        const std::string& p = m.prefix;
+        if (p.empty() || (req.path.starts_with(p) &&
+                          (req.path.size() == p.size() || req.path[p.size()] == '/'))) {
+            req.script_name = p;
+            req.path_info = percent_decode(std::string_view(req.path).substr(p.size()), false);
+            return &m;
+        }
+    }
+    return nullptr;
 }
 
 void Server::finish_request(Conn& c) {
@@ -422,6 +436,10 @@ void Server::begin_linger(Conn& c) {
 void Server::on_write(bufferevent*, void* arg) {
     auto& c = *static_cast<Conn*>(arg);
     Server& s = *c.server;
+    if (c.phase == Phase::h2) {  // the session's frames waited for room
+        s.h2_flush(c);
+        return;
+    }
     size_t left = evbuffer_get_length(bufferevent_get_output(c.bev));
     if (c.phase == Phase::streaming && c.stream) {
         c.stream->drained(left);
@@ -486,6 +504,7 @@ void Server::on_event(bufferevent*, short what, void* arg) {
                 c.peer_eof = true;
                 s.process_input(c);
                 return;
+            case Phase::h2:  // RFC 9113 §5.1: a stream ends by its frames, not by a FIN
             case Phase::holding:
             case Phase::closing:
             case Phase::lingering:
@@ -530,6 +549,10 @@ bool Server::peer_reset(const Conn& c) {
 }
 
 void Server::on_timeout(Conn& c) {
+    if (c.phase == Phase::h2) {
+        h2_tick(c);
+        return;
+    }
     if (c.phase == Phase::lingering || c.phase == Phase::closing) {
         close_conn(c);
         return;
@@ -567,6 +590,7 @@ void Server::on_timeout(Conn& c) {
 
 void Server::close_conn(Conn& c) {
     SlotRef slot = c.slot;
+    if (c.h2) h2_close_streams(c);
     if (c.access) access_end(c);  // before the hold's count goes
     if (c.tls_pending && !c.admin) metrics_.tls_handshakes_failed.fetch_add(1);
     holds_.release(slot);
@@ -602,6 +626,10 @@ void Server::on_completions_ready() {
 
 void Server::handle_completion(Completion& comp) {
     Conn* c = find(comp.slot);
+    if (H2Stream* st = c ? nullptr : find_stream(comp.slot)) {
+        h2_completion(*st, comp);
+        return;
+    }
     if (!c || c->phase == Phase::closing || c->phase == Phase::lingering) {
         metrics_.completions_dropped.fetch_add(1);
         if (comp.stream) comp.stream->cancel();
@@ -643,11 +671,17 @@ void Server::handle_completion(Completion& comp) {
 
 // write() and write_shared() are in hold_output.cpp.
 
-size_t Server::backlog(SlotRef slot) const { return unsent(slot); }
+size_t Server::backlog(SlotRef slot) const {
+    if (const H2Stream* st = find_stream(slot)) return st->out_bytes;
+    return unsent(slot);
+}
 
 void Server::close_after_write(SlotRef slot) {
     Conn* c = find(slot);
-    if (!c) return;
+    if (!c) {
+        h2_close_after_write(slot);
+        return;
+    }
     flush_staged(*c);  // what the table wrote goes first
     ws_quiet(*c);      // a WebSocket's close frame was the last
     close_after_write(*c);

@@ -61,6 +61,8 @@ namespace m0::server {
 class AccessLog;
 struct WohState;
 class TlsContext;
+struct H2Stream;
+struct AccessEntry;
 }  // namespace m0::server
 
 namespace m0::server {
@@ -130,6 +132,11 @@ struct ServerConfig {
     // A TLS connection's first byte and handshake are due within this many
     // seconds of its accept (--tls-handshake-timeout); then it is closed.
     double tls_handshake_timeout = 10;
+    // HTTP/2 (h2_conn.cpp): SETTINGS_MAX_CONCURRENT_STREAMS, the streams a
+    // client may have open on one connection (--h2-max-concurrent-streams).
+    // An EventSource holds one for as long as its page is open, and one page
+    // may open dozens.
+    uint32_t h2_max_streams = 256;
     std::string server_header = "m0serve/" M0_VERSION;
     WsConfig ws;
 };
@@ -256,6 +263,8 @@ class Server final : private HoldSink {
     // Bytes read from the connection and not yet parsed (pipelined requests).
     size_t unread(SlotRef s) const;
     size_t holds() const { return holds_.holding().size(); }
+    // HTTP/2 streams open on this loop's connections (each a slot).
+    size_t h2_streams() const;
     const bus::Subscriptions& subscriptions() const { return holds_.subscriptions(); }
     // Shared event bytes that connection outputs hold a reference to (every
     // server in the process; any thread reads it): 0 once they are written or
@@ -283,7 +292,9 @@ class Server final : private HoldSink {
         std::string name() const;
     };
     // polling: a long-poll's answer waits for an event or its Grip-Timeout (poll.cpp).
+    // h2: an HTTP/2 connection (h2_conn.cpp); its streams have phases of their own.
     enum class Phase : uint8_t {
+        h2,
         reading,
         waiting,
         streaming,
@@ -327,6 +338,13 @@ class Server final : private HoldSink {
 
     void process_input(Conn& c);
     void dispatch(Conn& c, http::Request req);
+    struct MountEntry;
+    // The request's peer, scheme and server fields from its connection
+    // (X-Forwarded-* from a trusted proxy), as every protocol dispatches it.
+    void prepare_request(const Conn& c, http::Request& req);
+    // The mount that serves the request, its SCRIPT_NAME and PATH_INFO set;
+    // null: none does.
+    const MountEntry* route(http::Request& req) const;
     void handle_completion(Completion& comp);
     void send_whole(Conn& c, http::Response& r);
     // A whole answer whose body is a file range (wsgi.file_wrapper): the head
@@ -365,6 +383,49 @@ class Server final : private HoldSink {
     void close_after_write(SlotRef slot) override;
     void answer(SlotRef slot, const bus::PublishFrame* event) override;  // poll.cpp
     void check_drained();
+
+    // HTTP/2 (h2_conn.cpp: the connection and its session; h2_stream.cpp:
+    // a stream's request, answers and hold output). nghttp2's callbacks:
+    struct H2Io;
+    struct H2Data;
+    // A plain connection's first bytes are the client preface (prior
+    // knowledge): true when HTTP/2 took it, or waits for the rest of them.
+    bool h2_preface(Conn& c);
+    // After the TLS handshake: ALPN chose h2.
+    static bool alpn_h2(const Conn& c);
+    void h2_start(Conn& c);
+    void h2_read(Conn& c);
+    // The session's frames into the output; closes the connection when the
+    // session is over.
+    void h2_flush(Conn& c);
+    void h2_open_stream(Conn& c, int32_t id);
+    void h2_close_stream(Conn& c, int32_t id);
+    void h2_close_streams(Conn& c);  // close_conn: each stream's slot released
+    H2Stream* find_stream(SlotRef s) const;
+    // The connection's timer is due by `at` (monotonic) at the latest.
+    void h2_arm(Conn& c, double at);
+    void h2_tick(Conn& c);  // the connection's timer: streams' deadlines, idleness
+    void h2_expire(Conn& c, H2Stream& st);
+    void h2_shutdown(Conn& c);  // the drain: GOAWAY, holds' retry hints
+    void h2_dispatch(Conn& c, H2Stream& st);
+    void h2_refuse(Conn& c, H2Stream& st, int status, std::string_view reason);
+    void h2_completion(H2Stream& st, Completion& comp);
+    // HEADERS for `r`, with content-length `length`, DATA from the stream's
+    // queue (or file) when `body`.
+    void h2_submit(Conn& c, H2Stream& st, http::Response& r, std::optional<uint64_t> length,
+                   bool body);
+    void h2_whole(Conn& c, H2Stream& st, http::Response& r);
+    void h2_hold_head(Conn& c, H2Stream& st, http::Response& r);
+    // A long-poll on a stream (poll.cpp): the handler's answer held until an
+    // event or its timeout; then the stream's answer.
+    void h2_poll(Conn& c, H2Stream& st, http::Response& r);
+    void h2_answer(H2Stream& st, const bus::PublishFrame* event);
+    // Bytes for the stream's DATA; its backlog afterwards.
+    size_t h2_queue(Conn& c, H2Stream& st, SharedBytes bytes);
+    void h2_resume(Conn& c, H2Stream& st);  // its data provider goes on, at the flush
+    size_t h2_write(SlotRef slot, const SharedBytes& bytes);  // HoldSink for a stream
+    void h2_close_after_write(SlotRef slot);
+
     // The hold table's writes of this loop turn (hold_output.cpp): staged on
     // the connection, then sent at the turn's end, one sendmsg a connection;
     // what the socket does not take goes to the output by reference.
@@ -393,6 +454,12 @@ class Server final : private HoldSink {
     void access_answer(Conn& c, int status, size_t head_bytes);
     void access_bytes(Conn& c, size_t n);
     void access_end(Conn& c);
+    // The same on an entry of its own (an HTTP/2 stream's); `slot` names the
+    // hold whose events a hold's line counts.
+    void access_begin(std::unique_ptr<AccessEntry>& a, const http::Request& req, SlotRef slot);
+    void access_answer(std::unique_ptr<AccessEntry>& a, const std::string& remote, int status,
+                       size_t head_bytes);
+    void access_end(std::unique_ptr<AccessEntry>& a, SlotRef slot);
     std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);
     // Why a handler's answer cannot be written as it is (nullptr: it can).
     static const char* invalid_answer(const http::Response& r);
@@ -464,9 +531,12 @@ class Server final : private HoldSink {
     };
     std::vector<MountEntry> mounts_;  // longest prefix first
 
+    // A slot names a connection, or an HTTP/2 stream (owned by its
+    // connection's H2State).
     struct SlotEntry {
         uint32_t gen = 1;
         std::unique_ptr<Conn> conn;
+        H2Stream* stream = nullptr;
     };
     std::vector<SlotEntry> slots_;
     uint32_t first_gen_ = 1;  // a new index's first generation (tag_slots)

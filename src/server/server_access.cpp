@@ -10,8 +10,8 @@
 
 namespace m0::server {
 
-void Server::access_begin(Conn& c, const http::Request& req) {
-    if (c.access) access_end(c);  // never left open, but never lost either
+void Server::access_begin(std::unique_ptr<AccessEntry>& a, const http::Request& req, SlotRef slot) {
+    if (a) access_end(a, slot);  // never left open, but never lost either
     auto e = std::make_unique<AccessEntry>();
     e->started = monotonic_seconds();
     e->rec.received = std::time(nullptr);
@@ -19,28 +19,27 @@ void Server::access_begin(Conn& c, const http::Request& req) {
     e->rec.request = req.method + " " + http::redact_target(req.target) + " " + req.protocol();
     if (auto v = req.headers.get("Referer")) e->rec.referer = *v;
     if (auto v = req.headers.get("User-Agent")) e->rec.user_agent = *v;
-    c.access = std::move(e);
+    a = std::move(e);
 }
 
-void Server::access_answer(Conn& c, int status, size_t head_bytes) {
-    if (!c.access) {
+void Server::access_answer(std::unique_ptr<AccessEntry>& a, const std::string& remote, int status,
+                           size_t head_bytes) {
+    if (!a) {
         // An answer to a request that never parsed (400, 408, 413, 431, ...):
         // logged with "-" for its request line, as the combined format has it.
-        c.access = std::make_unique<AccessEntry>();
-        c.access->started = monotonic_seconds();
-        c.access->rec.received = std::time(nullptr);
-        c.access->rec.remote = c.remote_addr;
+        a = std::make_unique<AccessEntry>();
+        a->started = monotonic_seconds();
+        a->rec.received = std::time(nullptr);
+        a->rec.remote = remote;
     }
-    c.access->rec.status = status;
-    c.access->rec.bytes += head_bytes;
-    c.access->hold_started = monotonic_seconds();
-    c.access->rec.seconds = c.access->hold_started - c.access->started;
+    a->rec.status = status;
+    a->rec.bytes += head_bytes;
+    a->hold_started = monotonic_seconds();
+    a->rec.seconds = a->hold_started - a->started;
 }
 
-void Server::access_bytes(Conn& c, size_t n) { c.access->rec.bytes += n; }
-
-void Server::access_end(Conn& c) {
-    std::unique_ptr<AccessEntry> e = std::move(c.access);
+void Server::access_end(std::unique_ptr<AccessEntry>& a, SlotRef slot) {
+    std::unique_ptr<AccessEntry> e = std::move(a);
     if (!access_log_) return;
     double now = monotonic_seconds();
     if (e->rec.status == 0) {
@@ -50,11 +49,23 @@ void Server::access_end(Conn& c) {
         e->rec.seconds = now - e->started;
     } else if (e->rec.hold) {
         e->rec.hold_seconds = now - e->hold_started;
-        e->rec.events = holds_.delivered(c.slot);
+        e->rec.events = holds_.delivered(slot);
     } else {
         e->rec.seconds = now - e->started;
     }
     access_log_->write(http::format_access(e->rec));
 }
+
+void Server::access_begin(Conn& c, const http::Request& req) {
+    access_begin(c.access, req, c.slot);
+}
+
+void Server::access_answer(Conn& c, int status, size_t head_bytes) {
+    access_answer(c.access, c.remote_addr, status, head_bytes);
+}
+
+void Server::access_bytes(Conn& c, size_t n) { c.access->rec.bytes += n; }
+
+void Server::access_end(Conn& c) { access_end(c.access, c.slot); }
 
 }  // namespace m0::server

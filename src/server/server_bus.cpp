@@ -4,6 +4,7 @@
 #include "bus/names.hpp"
 #include "loop/log.hpp"
 #include "server/conn.hpp"
+#include "server/h2_conn.hpp"
 #include "server/server.hpp"
 
 namespace m0::server {
@@ -24,7 +25,11 @@ void Server::on_bus_ready() {
 void Server::sse_peer_frame(bus::HoldFrame& f) {
     auto slot = bus::parse_reserved_stream_url(f.stream_url);
     Conn* c = slot ? find(*slot) : nullptr;
-    if (!c || c->phase != Phase::waiting || holds_.has(*slot)) {
+    // An HTTP/2 stream holds as a connection does.
+    H2Stream* st = slot && !c ? find_stream(*slot) : nullptr;
+    const bool waiting =
+        c ? c->phase == Phase::waiting : st && st->state == H2Stream::State::waiting;
+    if (!waiting || holds_.has(*slot)) {
         // The client left (or the index was reused): nobody to hold.
         metrics_.frames_dropped.fetch_add(1);
         metrics_.holds_open.fetch_sub(1);
@@ -35,10 +40,13 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     // to the frame comes from history; later events arrive live.
     const uint64_t after = f.cursor != 0 ? f.cursor : f.position;
     // A WebSocket only where the loop checked the handshake (c->ws).
-    const Transport transport = f.response             ? Transport::response
-                                : f.websocket && c->ws ? c->ws->transport()
-                                                       : Transport::stream;
-    if (f.response) {
+    const Transport transport = f.response                  ? Transport::response
+                                : f.websocket && c && c->ws ? c->ws->transport()
+                                                            : Transport::stream;
+    if (f.response && st) {
+        st->poll = true;
+        st->poll_timeout = f.timeout;
+    } else if (f.response) {
         c->poll = std::make_unique<PollState>();
         c->poll->timeout = f.timeout;
     }

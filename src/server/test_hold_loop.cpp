@@ -14,6 +14,7 @@
 using namespace m0;
 
 using Rig = testing::HoldRig;
+using testing::TempAccessLog;
 
 TEST_CASE("hold loop: ids at or below Last-Event-ID are muted, later ones delivered in order",
           "[hold][loop]") {
@@ -476,28 +477,6 @@ TEST_CASE("hold loop: a cursor in the lastEventID query parameter counts; the he
 }
 
 namespace {
-
-// An access log in a fresh temporary file; lines() reads what it holds.
-struct TempAccessLog {
-    std::string path;
-    server::AccessLog log;
-    TempAccessLog() {
-        char tmpl[] = "/tmp/m0-access-XXXXXX";
-        int fd = ::mkstemp(tmpl);
-        REQUIRE(fd >= 0);
-        ::close(fd);
-        path = tmpl;
-        std::string err;
-        REQUIRE(log.open(path, err));
-    }
-    ~TempAccessLog() { ::unlink(path.c_str()); }
-    std::vector<std::string> lines() const {
-        std::ifstream f(path);
-        std::vector<std::string> out;
-        for (std::string l; std::getline(f, l);) out.push_back(l);
-        return out;
-    }
-};
 
 bool has(const std::string& line, const std::string& part) {
     return line.find(part) != std::string::npos;

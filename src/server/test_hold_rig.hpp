@@ -2,7 +2,10 @@
 // server rig with the bus, a manual mojo pool serving the builtin mount at
 // /native, and one client. Test thread only (the pool has no thread).
 #pragma once
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -10,9 +13,32 @@
 
 #include "mojo/builtin.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/access_log.hpp"
 #include "server/test_rig.hpp"
 
 namespace m0::testing {
+
+// An access log in a fresh temporary file; lines() reads what it holds.
+struct TempAccessLog {
+    std::string path;
+    server::AccessLog log;
+    TempAccessLog() {
+        char tmpl[] = "/tmp/m0-access-XXXXXX";
+        int fd = ::mkstemp(tmpl);
+        REQUIRE(fd >= 0);
+        ::close(fd);
+        path = tmpl;
+        std::string err;
+        REQUIRE(log.open(path, err));
+    }
+    ~TempAccessLog() { ::unlink(path.c_str()); }
+    std::vector<std::string> lines() const {
+        std::ifstream f(path);
+        std::vector<std::string> out;
+        for (std::string l; std::getline(f, l);) out.push_back(l);
+        return out;
+    }
+};
 
 struct HoldRig : ServerRig {
     mojo::HandlerFor<mojo::BuiltinMount> handler{mojo::MojoEnv{}};

@@ -23,9 +23,17 @@ constexpr char kTls12Ciphers[] =
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
 
-// ALPN (RFC 7301 §3.1: a list of length-prefixed protocol names). h2 is
-// added when HTTP/2 is served, never before.
-constexpr unsigned char kAlpn[] = "\x08http/1.1";
+// ALPN (RFC 7301 §3.1: a list of length-prefixed protocol names): h2
+// (h2_conn.cpp) first, then http/1.1.
+constexpr unsigned char kAlpn[] = "\x02h2\x08http/1.1";
+constexpr unsigned char kAlpnHttp1[] = "\x08http/1.1";
+
+// The SSL's ex_data slot that marks a connection whose ALPN offers http/1.1
+// alone (new_ssl(false)); made once, any thread.
+int http1_only_index() {
+    static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+    return index;
+}
 
 // The last OpenSSL error as text, the queue emptied.
 std::string openssl_error() {
@@ -36,12 +44,14 @@ std::string openssl_error() {
     return buf;
 }
 
-int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
                 unsigned int inlen, void*) {
     unsigned char* chosen = nullptr;
     unsigned char len = 0;
-    if (SSL_select_next_proto(&chosen, &len, kAlpn, sizeof kAlpn - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
+    const bool http1 = SSL_get_ex_data(ssl, http1_only_index()) != nullptr;
+    if (SSL_select_next_proto(&chosen, &len, http1 ? kAlpnHttp1 : kAlpn,
+                              http1 ? sizeof kAlpnHttp1 - 1 : sizeof kAlpn - 1, in,
+                              inlen) != OPENSSL_NPN_NEGOTIATED)
         // RFC 7301 §3.2 would have a fatal no_application_protocol alert; a
         // client that offers none of ours is answered in HTTP/1.1 without
         // ALPN instead, as nginx does (every HTTP client speaks it).
@@ -159,9 +169,15 @@ bool TlsContext::reload(std::string& err) {
     return true;
 }
 
-SSL* TlsContext::new_ssl() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return SSL_new(ctx_);
+SSL* TlsContext::new_ssl(bool h2) const {
+    SSL* ssl = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        ssl = SSL_new(ctx_);
+    }
+    static const unsigned char kMark = 1;
+    if (ssl && !h2) SSL_set_ex_data(ssl, http1_only_index(), const_cast<unsigned char*>(&kMark));
+    return ssl;
 }
 
 }  // namespace m0::server

@@ -75,8 +75,9 @@ class TlsContext {
     // context in use is kept. Any thread.
     bool reload(std::string& err);
     // A new server-side SSL from the current context; null when OpenSSL
-    // cannot make one (out of memory). Any thread.
-    ssl_st* new_ssl() const;
+    // cannot make one (out of memory). Without `h2`, its ALPN offers
+    // http/1.1 alone (the admin listener speaks no HTTP/2). Any thread.
+    ssl_st* new_ssl(bool h2 = true) const;
     const std::string& certfile() const { return certfile_; }
     const std::string& keyfile() const { return keyfile_; }
 

@@ -104,7 +104,7 @@ void Server::on_peek(evutil_socket_t fd, short what, void* arg) {
         }
         return;
     }
-    ssl_st* ssl = s.cfg_.tls->new_ssl();
+    ssl_st* ssl = s.cfg_.tls->new_ssl(!via->admin);
     if (!ssl) {
         M0_LOG(error, "TLS: no SSL for ", addr, " (out of memory?): closing");
         evutil_closesocket(fd);
@@ -120,6 +120,11 @@ void Server::tls_connected(Conn& c) {
         metrics_.tls_handshakes.fetch_add(1);
         if (SSL_session_reused(bufferevent_openssl_get_ssl(c.bev)) == 1)
             metrics_.tls_resumed.fetch_add(1);
+    }
+    // ALPN chose h2: the connection speaks HTTP/2 from here (h2_conn.cpp).
+    if (c.phase == Phase::reading && !c.admin && alpn_h2(c)) {
+        h2_start(c);
+        return;
     }
     // From now on the connection has --header-timeout for its first
     // request, as a plain one from its accept.

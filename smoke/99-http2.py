@@ -1,0 +1,269 @@
+#!/usr/bin/python3
+"""smoke-http2: HTTP/2 with real clients (curl, nghttp, python3-h2).
+
+Phase 1: h2c with prior knowledge on a plain listener (curl
+--http2-prior-knowledge): Django's environ says SERVER_PROTOCOL HTTP/2 and
+HTTP_HOST from :authority, a POST body arrives whole, the mojo mount
+answers, a streamed answer arrives; HTTP/1.1 on the same port still works.
+Phase 2: over TLS, ALPN offers h2 then http/1.1: curl --http2 speaks
+HTTP/2 (wsgi.url_scheme https), openssl s_client offering h2,http/1.1 is
+given h2, curl --http1.1 is given HTTP/1.1.
+Phase 3: nghttp opens three SSE holds (mojo and Django) on one connection;
+two events published by the admin API reach each stream; SIGTERM's drain
+ends each stream with its retry hint, and nghttp exits on its own.
+Phase 4: python3-h2 writes hostile frames: rapid reset (HEADERS and
+RST_STREAM, 1200 times) and a CONTINUATION flood each end in GOAWAY; a
+stream past --h2-max-concurrent-streams is refused; the server serves
+curl after each.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import h2.config  # noqa: E402
+import h2.connection  # noqa: E402
+import h2.events  # noqa: E402
+import h2.settings  # noqa: E402
+from m0smoke import DJANGO_ARGS, Smoke, check, publish_admin, self_signed, short  # noqa: E402
+
+SCRIPT = "99-http2"
+ADMIN_KEY = "smoke-admin-key-99h2-41d7"
+CURL = shutil.which("curl") or "/usr/bin/curl"
+NGHTTP = shutil.which("nghttp") or "/usr/bin/nghttp"
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
+
+smoke = Smoke(SCRIPT, __doc__)
+
+
+def run(args, stdin=b"", timeout=10):
+    p = subprocess.run(args, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def curl(args, timeout=10):
+    return run([CURL, "-sS", "--max-time", str(timeout)] + args, timeout=timeout + 2)
+
+
+def url(addr, path, scheme="http"):
+    return "%s://%s:%d%s" % (scheme, addr[0], addr[1], path)
+
+
+@smoke.phase(1, "h2c with prior knowledge: Django and mojo answer over streams, SERVER_PROTOCOL HTTP/2")
+def phase1(ctx):
+    srv = ctx.server(DJANGO_ARGS)
+    rc, out, err = curl(["--http2-prior-knowledge", "-D", "-", "-d", "a=1&b=two",
+                         url(srv.addr, "/echo?q=1")])
+    check(rc == 0, "curl: %s" % short(err))
+    check(out.startswith("HTTP/2 200"), "not an HTTP/2 answer: %s" % short(out))
+    check('"SERVER_PROTOCOL": "HTTP/2"' in out, "environ: %s" % short(out, 900))
+    check('"HTTP_HOST": "127.0.0.1:%d"' % srv.addr[1] in out, "no HTTP_HOST: %s" % short(out, 900))
+    check('"body": "a=1&b=two"' in out and '"QUERY_STRING": "q=1"' in out, short(out, 900))
+    rc, out, err = curl(["--http2-prior-knowledge", url(srv.addr, "/native/hello")])
+    check(rc == 0 and out == "hello from mojo\n", "mojo: %r %s" % (out, short(err)))
+    rc, out, err = curl(["--http2-prior-knowledge", url(srv.addr, "/stream-generator")])
+    check(rc == 0 and "chunk 1" in out and "chunk 5" in out, "streamed: %r %s" % (out, short(err)))
+    rc, out, err = curl(["--http1.1", "-D", "-", url(srv.addr, "/hello")])
+    check(rc == 0 and out.startswith("HTTP/1.1 200") and out.endswith("hello\n"),
+          "HTTP/1.1 beside it: %s" % short(out))
+
+
+@smoke.phase(2, "TLS: ALPN h2 first, then http/1.1; curl --http2 and s_client get h2; "
+                "a 3 MiB wsgi.file_wrapper file over h2, twice on one connection")
+def phase2(ctx):
+    cert, key = self_signed(ctx)
+    folder = os.path.dirname(cert)
+    payload = os.urandom(3 << 20)
+    with open(os.path.join(folder, "payload.bin"), "wb") as f:
+        f.write(payload)
+    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key, "--admin-tls",
+                                    "--admin-open"], admin=True, env={"M0_BENCH_FILES": folder})
+    got = os.path.join(folder, "got.bin")
+    file_url = url(srv.addr, "/files/payload.bin", "https")
+    rc, out, err = curl(["--http2", "--cacert", cert, "-D", "-", file_url, file_url, "-o",
+                         "/dev/null", "-o", got], timeout=20)
+    check(rc == 0 and out.count("HTTP/2 200") == 2 and "x-file-wrapper: yes" in out,
+          "file over h2: %s %s" % (short(out, 600), short(err)))
+    with open(got, "rb") as f:
+        check(f.read() == payload, "the file over h2 is not the file")
+    rc, out, err = curl(["--http2", "--cacert", cert, "-D", "-", url(srv.addr, "/echo", "https")])
+    check(rc == 0 and out.startswith("HTTP/2 200"), "curl --http2: %s %s" % (short(out), short(err)))
+    check('"wsgi.url_scheme": "https"' in out and '"SERVER_PROTOCOL": "HTTP/2"' in out,
+          "environ: %s" % short(out, 900))
+    rc, out, err = run([OPENSSL, "s_client", "-connect", "%s:%d" % srv.addr, "-alpn",
+                        "h2,http/1.1", "-CAfile", cert], stdin=b"")
+    check("ALPN protocol: h2" in out, "s_client: %s" % short(out, 900))
+    # The admin listener (--admin-tls) speaks HTTP/1.1 alone: its ALPN never says h2.
+    rc, out, err = run([OPENSSL, "s_client", "-connect", "%s:%d" % srv.admin, "-alpn",
+                        "h2,http/1.1", "-CAfile", cert], stdin=b"")
+    check("ALPN protocol: http/1.1" in out, "admin s_client: %s" % short(out, 900))
+    rc, out, err = curl(["--http1.1", "--cacert", cert, "-D", "-", url(srv.addr, "/hello", "https")])
+    check(rc == 0 and out.startswith("HTTP/1.1 200"), "curl --http1.1: %s" % short(out))
+
+
+@smoke.phase(3, "nghttp: three holds on one connection get every event; the drain ends each with retry:")
+def phase3(ctx):
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--admin-key-file",
+                                    ctx.tmpfile("key", ADMIN_KEY)], admin=True, admin_key=ADMIN_KEY)
+    paths = ["/native/hold?channel=n1", "/hold?channel=n1", "/native/hold?channel=n2"]
+    proc = subprocess.Popen([NGHTTP, "-v"] + [url(srv.addr, p) for p in paths],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # the three holds' subscriptions
+            rc, out, _ = curl([url(srv.admin, "/metrics")])
+            if "m0_holds_open 3" in out:
+                break
+            time.sleep(0.05)
+        check("m0_holds_open 3" in out, "three holds not open: %s" % short(out, 900))
+        ids = [publish_admin(srv.admin, ADMIN_KEY, ch, "ev-" + ch) for ch in ("n1", "n2", "n1")]
+        time.sleep(0.3)
+        srv.terminate()
+        out, err = proc.communicate(timeout=8)
+        rc = srv.wait_exit(5)
+        check(rc == 0, "the drain did not end the server (exit %r)" % rc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = out.decode("utf-8", "replace")
+    check(proc.returncode == 0, "nghttp exited %d: %s" % (proc.returncode, short(text, 900)))
+    check(text.count("data: ev-n1") == 4 and text.count("data: ev-n2") == 1,
+          "events (ids %r) not each delivered: %s" % (ids, short(text, 1500)))
+    check(text.count("retry: ") == 3, "retry hints: %s" % short(text, 1500))
+    check(text.count("send HEADERS frame") == 3 and "recv GOAWAY" in text,
+          "not three streams and a GOAWAY on one connection: %s" % short(text, 1500))
+
+
+class H2Raw:
+    """python3-h2 over a plain socket, prior knowledge; frames it would not send go raw."""
+
+    def __init__(self, addr):
+        self.sock = socket.create_connection(addr, timeout=5)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.conn.initiate_connection()
+        self.sock.sendall(self.conn.data_to_send())
+
+    def headers(self, sid, path):
+        return [(":method", "GET"), (":scheme", "http"), (":authority", "t"), (":path", path)]
+
+    def events_until(self, want, timeout=5.0):
+        """Reads until an event of type `want` (or the end); every event read."""
+        seen = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                data = self.sock.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not data:
+                break
+            try:
+                evs = self.conn.receive_data(data)
+            except Exception:  # the server's frames after ours broke the state machine
+                evs = []
+            seen += evs
+            self.sock.sendall(self.conn.data_to_send())
+            if any(isinstance(e, want) for e in seen):
+                break
+        return seen
+
+    def read_to_end(self, timeout=5.0):
+        """The server's bytes until it closes (python3-h2 is not asked to parse them)."""
+        got = b""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                data = self.sock.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not data:
+                break
+            got += data
+        return got
+
+    def close(self):
+        self.sock.close()
+
+
+def goaway_code(data):
+    """The error code of the first GOAWAY frame in `data`, or None."""
+    off = 0
+    while off + 9 <= len(data):
+        n = int.from_bytes(data[off:off + 3], "big")
+        if data[off + 3] == 7 and off + 17 <= len(data):
+            return int.from_bytes(data[off + 13:off + 17], "big")
+        off += 9 + n
+    return None
+
+
+def frame(ftype, flags, sid, payload):
+    n = len(payload)
+    return bytes([n >> 16 & 255, n >> 8 & 255, n & 255, ftype, flags]) + sid.to_bytes(4, "big") + payload
+
+
+def served(srv):
+    rc, out, _ = curl(["--http2-prior-knowledge", url(srv.addr, "/native/hello")])
+    return rc == 0 and out == "hello from mojo\n"
+
+
+@smoke.phase(4, "python3-h2: rapid reset and a CONTINUATION flood end in GOAWAY; streams past the limit refused")
+def phase4(ctx):
+    srv = ctx.server(DJANGO_ARGS + ["--h2-max-concurrent-streams", "2", "--realtime"])
+    c = H2Raw(srv.addr)
+    wire = b""
+    for i in range(1200):
+        sid = 1 + 2 * i
+        c.conn.send_headers(sid, c.headers(sid, "/native/hello"))
+        c.conn.reset_stream(sid)
+        wire += c.conn.data_to_send()
+    c.sock.sendall(wire)
+    evs = c.events_until(h2.events.ConnectionTerminated)
+    ends = [e for e in evs if isinstance(e, h2.events.ConnectionTerminated)]
+    check(ends and ends[0].error_code != 0, "rapid reset: no GOAWAY: %s" % short(repr(evs[-5:])))
+    c.close()
+    check(served(srv), "not served after the rapid reset")
+
+    c = H2Raw(srv.addr)
+    c.conn.send_headers(1, c.headers(1, "/native/hello"))
+    block = c.conn.data_to_send()[9:]  # the HPACK block of that HEADERS frame
+    raw = frame(1, 0x1, 1, block)  # END_STREAM, no END_HEADERS
+    raw += b"".join(frame(9, 0, 1, b"\x40\x03x-a\x01a") for _ in range(64))
+    c.sock.sendall(raw)
+    got = c.read_to_end()
+    check(goaway_code(got) == 11, "CONTINUATION flood: no GOAWAY ENHANCE_YOUR_CALM: %r" % got[:200])
+    c.close()
+    check(served(srv), "not served after the CONTINUATION flood")
+
+    # A third hold on a connection allowed two: refused, the two go on.
+    c = H2Raw(srv.addr)
+    c.conn.update_settings({h2.settings.SettingCodes.ENABLE_PUSH: 0})
+    c.sock.sendall(c.conn.data_to_send())
+    c.events_until(h2.events.RemoteSettingsChanged, 2)
+    # python3-h2 keeps to the server's limit: told it is 100, it sends the third.
+    c.conn.remote_settings._settings[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] = [100]
+    for sid in (1, 3, 5):
+        c.conn.send_headers(sid, c.headers(sid, "/native/hold?channel=lim"), end_stream=True)
+    c.sock.sendall(c.conn.data_to_send())
+    # RFC 9113 §5.1.2: a stream error (REFUSED_STREAM) before our SETTINGS
+    # is acknowledged, a connection error (PROTOCOL_ERROR) once it is.
+    evs = c.events_until((h2.events.StreamReset, h2.events.ConnectionTerminated))
+    refused = [e for e in evs if isinstance(e, h2.events.StreamReset) and e.stream_id == 5
+               and e.error_code == 7]
+    ended = [e for e in evs if isinstance(e, h2.events.ConnectionTerminated)
+             and e.last_stream_id == 3 and e.error_code == 1]
+    check(refused or ended, "stream 5 past the limit not refused: %s" % short(repr(evs)))
+    c.close()
+    check(served(srv), "not served after the refused stream")
+
+
+if __name__ == "__main__":
+    sys.exit(smoke.main())
