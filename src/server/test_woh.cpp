@@ -40,6 +40,9 @@ struct WohRig : testing::ServerRig {
             return Admission::queued;
         });
     }
+    // The server goes first: closing a connection at its end still asks the
+    // view (DISCONNECT), and `asked` must be there to take it.
+    ~WohRig() { server.reset(); }
     // The upgrade of `c` to `target`; its OPEN request taken.
     Asked upgrade(SocketClient& c, const std::string& target = "/grip/room?channel=c",
                   const std::string& extra = "") {
