@@ -303,6 +303,23 @@ struct Rig {
 // With `while_busy`, the requests are queued while the test's thread holds
 // the GIL (after the pool's threads have started and made their thread
 // states), and `while_busy` runs 200 ms later, the GIL still held.
+// sys.setswitchinterval(seconds); the interval it had.
+double switch_interval(double seconds) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject* sys = PyImport_ImportModule("sys");
+    REQUIRE(sys);
+    PyObject* old = PyObject_CallMethod(sys, "getswitchinterval", nullptr);
+    const double before = old ? PyFloat_AsDouble(old) : 0;
+    PyObject* r = PyObject_CallMethod(sys, "setswitchinterval", "d", seconds);
+    const bool ok = old && r;
+    Py_XDECREF(r);
+    Py_XDECREF(old);
+    Py_DECREF(sys);
+    PyGILState_Release(g);
+    REQUIRE(ok);
+    return before;
+}
+
 std::deque<Completion> run_threaded(Rig& rig, const char* name, size_t threads, uint32_t n,
                                     const std::function<void(wsgi::WsgiPool&)>& while_busy = {}) {
     PyObject* a = app(name);
@@ -877,9 +894,13 @@ TEST_CASE(
     "[wsgi][pool]") {
     Rig rig;
     // Queued while the test holds the GIL: all four threads are up and one
-    // waits for it when it is let go; 40 of 0.1 ms each, well under the
-    // 15 ms the holder may keep it while another waits.
+    // waits for it when it is let go; 40 of 0.1 ms each. The pool keeps the
+    // GIL from a waiter for half the switch interval (read when the pool
+    // starts): 1 s here, not the 15 ms of the rig's 0.03, so that the run
+    // fits in it also under a sanitizer on a busy machine.
+    const double interval = switch_interval(2.0);
     auto out = run_threaded(rig, "ident_app", 4, 40, [](wsgi::WsgiPool&) {});
+    switch_interval(interval);
     REQUIRE(out.size() == 40);
     for (auto& c : out) CHECK(c.response.body == out.front().response.body);
 }
