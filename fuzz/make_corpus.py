@@ -110,6 +110,19 @@ ADMIN = {
     "admin-metrics": b"GET /metrics HTTP/1.1\r\n" + H + b"\r\nHEAD /metrics HTTP/1.1\r\n" + H + b"\r\n",
     "admin-bad-key": b"POST /publish HTTP/1.1\r\n" + H + b"Authorization: Bearer x\r\n\r\n",
 }
+# HTTP/2 with prior knowledge on the client listener (fuzz_request checks its
+# framing only; fuzz_h2 the rest): the preface alone, with a SETTINGS and a
+# GET's HEADERS (HPACK: :method GET, :path /, :scheme http, :authority h), and
+# a preface broken after its first line (HTTP/1.1's 505).
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2C = {
+    "h2c-preface": PREFACE,
+    "h2c-get": PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    + b"\x00\x00\x06\x01\x05\x00\x00\x00\x01" + b"\x82\x84\x86\x41\x01h",
+    "h2c-preface-broken": b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",
+}
+for name, data in H2C.items():
+    write("request", name, bytes([(len(name) % 8) << 1]) + data)
 for name, data in REQUESTS.items():
     write("parser", name, data)
     # fuzz_request's first byte: bit 0 the admin listener, bits 1-3 the largest write.
@@ -138,8 +151,14 @@ JSON = {
                b'"http-response":{"body":"1"},"ws-message":{"content":"1"}}}]}',
     "pushpin-bin": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"content-bin":"AAEC/w=="}}}]}',
     "pushpin-close": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"action":"close"}}}]}',
-    "pushpin-skipped": b'\x02{"items":[{"channel":"a","formats":{"ws-message":{"content":"x"}}},'
+    "pushpin-skipped": b'\x02{"items":[{"channel":"a","formats":{"x-other":{"content":"x"}}},'
                        b'{"channel":"b","formats":{"http-stream":{"content":"y"}}}]}',
+    # fuzz_json's own writer wrote a skipped item as an empty ws-message,
+    # which is served (and refused empty) since ws-message items are.
+    "regress-skipped-written-back": b'\x02{"items":[{"channel":"a","formats":{"ws-messa#e":{"content":"x"}}},'
+                                    b'{"channel":"b","formats":{"http-stream":{"content":"y"}}}]}',
+    "pushpin-ws": b'\x02{"items":[{"channel":"a","formats":{"ws-message":{"content":"x"}}},'
+                  b'{"channel":"b","formats":{"ws-message":{"action":"close"}}}]}',
     "pushpin-hint": b'\x02{"items":[{"channel":"a","formats":{"http-stream":{"action":"hint"}}}]}',
     # The hand-written parser nlohmann replaced took bytes that were not UTF-8
     # (src/http/test_json.cpp, "json: raw bytes in a string must be UTF-8").

@@ -111,9 +111,11 @@ std::string encode(int mode, const std::vector<std::string>& v) {
                ",\"event\":" + quote(v[2]) + "}";
     if (mode == 1) return "{\"channel\":" + quote(v[0]) + "}";
     std::string out = "{\"items\":[";
+    // A skipped item: a format the server does not serve (ws-message and
+    // http-response are served).
     size_t skipped = std::stoul(v[0]);
     for (size_t i = 0; i < skipped; ++i)
-        out += std::string(i ? "," : "") + R"({"channel":"s","formats":{"ws-message":{}}})";
+        out += std::string(i ? "," : "") + R"({"channel":"s","formats":{"x-unserved":{}}})";
     for (size_t i = 1; i + 2 < v.size(); i += 3) {
         if (skipped || i > 1) out += ",";
         out += "{\"channel\":" + quote(v[i]) + ",\"formats\":{\"http-stream\":";

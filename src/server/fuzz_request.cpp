@@ -11,6 +11,9 @@
 // connection (Connection: close, an error, a close-delimited stream); an
 // error is an error answer and the last; every answer is well framed; nothing
 // follows the last answer; the server closes and releases the connection.
+// A client connection that opens with HTTP/2's preface (prior knowledge)
+// speaks HTTP/2: its answer is checked for framing only (whole frames, the
+// server's SETTINGS first); fuzz_h2 checks what the frames say.
 // Input: the first byte picks the listener (bit 0: the admin listener, whose
 // answers are checked for framing and order only) and the largest write
 // (bits 1-3); the rest is the byte stream.
@@ -24,6 +27,7 @@
 
 #include "http/fuzz_check.hpp"
 #include "loop/log.hpp"
+#include "server/h2_conn.hpp"
 #include "server/fuzz_rig.hpp"
 
 namespace {
@@ -189,6 +193,18 @@ std::vector<Answer> answers(std::string_view in, const std::vector<Expected>& wa
     return out;
 }
 
+// What a server speaking HTTP/2 sends: whole frames, its SETTINGS first.
+void check_h2_frames(std::string_view in) {
+    FUZZ_CHECK(in.size() >= 9 && in[3] == 0x04 && (in[4] & 0x01) == 0);  // SETTINGS, not an ACK
+    while (!in.empty()) {
+        FUZZ_CHECK(in.size() >= 9);
+        const size_t length = size_t(uint8_t(in[0])) << 16 | size_t(uint8_t(in[1])) << 8 | uint8_t(in[2]);
+        FUZZ_CHECK(length <= 16384);  // SETTINGS_MAX_FRAME_SIZE's initial value; the server never raises it
+        FUZZ_CHECK(in.size() >= 9 + length);
+        in.remove_prefix(9 + length);
+    }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -209,6 +225,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     const fuzzing::Step step = [](bool block) { rig->step(block); };
     fuzzing::write_then_drain(*client, input, max_piece, fnv(input) | 1, step, deadline);
+    if (!admin && input.starts_with(server::kH2Preface)) {
+        check_h2_frames(client->in);
+        client->close();
+        fuzzing::wait_released(*rig->rig.server, step, deadline);
+        return 0;
+    }
     std::vector<Answer> got = answers(client->in, want);
 
     // In order, up to the first answer that closes.
