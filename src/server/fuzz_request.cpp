@@ -27,8 +27,8 @@
 
 #include "http/fuzz_check.hpp"
 #include "loop/log.hpp"
-#include "server/h2_conn.hpp"
 #include "server/fuzz_rig.hpp"
+#include "server/h2_conn.hpp"
 
 namespace {
 
@@ -198,8 +198,10 @@ void check_h2_frames(std::string_view in) {
     FUZZ_CHECK(in.size() >= 9 && in[3] == 0x04 && (in[4] & 0x01) == 0);  // SETTINGS, not an ACK
     while (!in.empty()) {
         FUZZ_CHECK(in.size() >= 9);
-        const size_t length = size_t(uint8_t(in[0])) << 16 | size_t(uint8_t(in[1])) << 8 | uint8_t(in[2]);
-        FUZZ_CHECK(length <= 16384);  // SETTINGS_MAX_FRAME_SIZE's initial value; the server never raises it
+        const size_t length =
+            size_t(uint8_t(in[0])) << 16 | size_t(uint8_t(in[1])) << 8 | uint8_t(in[2]);
+        FUZZ_CHECK(length <=
+                   16384);  // SETTINGS_MAX_FRAME_SIZE's initial value; the server never raises it
         FUZZ_CHECK(in.size() >= 9 + length);
         in.remove_prefix(9 + length);
     }
