@@ -168,6 +168,7 @@ test-browser: smoke-textshelf-browser smoke-browser-streams
 #              parser, JSON, SSE, grants, metrics text, history, the hold table
 #              and cursor) run on one thread: ASan covers them.
 ASAN_BUILD := build-asan
+ASAN_SANITIZER := address,undefined
 TSAN_BUILD := build-tsan
 SAN_PROPERTY_CASES ?= 1000
 SAN_SMOKES := $(sort $(wildcard smoke/[0-9][0-9]-*.py))
@@ -206,20 +207,23 @@ san_smokes = stamp=$(1)/smoke-start; touch $$stamp; failed=; \
   for s in $$failed; do echo "reproduce: env M0_REQUIRE_BROWSER=1 $(2) $(PY) $$s --binary $(1)/m0serve"; done; \
   [ -z "$$failed$$reports" ]
 
+# $(call timed,NAME,PART,COMMAND): runs COMMAND, then prints how long PART
+# took (the sanitizer runs' parts, as make test prints its own).
+timed = t_part=$$(date +%s); $(3) || { echo "make $(1): $(2) FAILED after $$(( $$(date +%s) - t_part )) s"; exit 1; }; \
+  echo "make $(1): $(2) took $$(( $$(date +%s) - t_part )) s"
+
 test-asan: fixtures-db
-	cmake -S . -B $(ASAN_BUILD) -DSANITIZER=address,undefined
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	@$(call san_ctest,$(ASAN_BUILD),$(ASAN_ENV),-L unit -j $(JOBS))
-	@$(call san_ctest,$(ASAN_BUILD),$(ASAN_ENV) RC_PARAMS=max_success=$(SAN_PROPERTY_CASES),-L property)
-	@$(call san_smokes,$(ASAN_BUILD),$(ASAN_ENV),$(SAN_SMOKES))
+	@$(call timed,test-asan,build,cmake -S . -B $(ASAN_BUILD) -DSANITIZER=$(ASAN_SANITIZER) && cmake --build $(ASAN_BUILD) -j $(JOBS))
+	@$(call timed,test-asan,unit,$(call san_ctest,$(ASAN_BUILD),$(ASAN_ENV),-L unit -j $(JOBS)))
+	@$(call timed,test-asan,property,$(call san_ctest,$(ASAN_BUILD),$(ASAN_ENV) RC_PARAMS=max_success=$(SAN_PROPERTY_CASES),-L property))
+	@$(call timed,test-asan,smoke,$(call san_smokes,$(ASAN_BUILD),$(ASAN_ENV),$(SAN_SMOKES)))
 	@echo "make test-asan: every part passed"
 
 test-tsan: fixtures-db
-	cmake -S . -B $(TSAN_BUILD) -DSANITIZER=thread
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target m0serve $(TSAN_TESTS) $(PROPERTY_BINS)
-	@$(call san_ctest,$(TSAN_BUILD),$(TSAN_ENV),-L unit -j $(JOBS) -R '^($(shell echo $(TSAN_TESTS) | tr ' ' '|'))$$')
-	@$(call san_ctest,$(TSAN_BUILD),$(TSAN_ENV) RC_PARAMS=max_success=$(SAN_PROPERTY_CASES),-L property)
-	@$(call san_smokes,$(TSAN_BUILD),$(TSAN_ENV),$(SAN_SMOKES))
+	@$(call timed,test-tsan,build,cmake -S . -B $(TSAN_BUILD) -DSANITIZER=thread && cmake --build $(TSAN_BUILD) -j $(JOBS) --target m0serve $(TSAN_TESTS) $(PROPERTY_BINS))
+	@$(call timed,test-tsan,unit,$(call san_ctest,$(TSAN_BUILD),$(TSAN_ENV),-L unit -j $(JOBS) -R '^($(shell echo $(TSAN_TESTS) | tr ' ' '|'))$$'))
+	@$(call timed,test-tsan,property,$(call san_ctest,$(TSAN_BUILD),$(TSAN_ENV) RC_PARAMS=max_success=$(SAN_PROPERTY_CASES),-L property))
+	@$(call timed,test-tsan,smoke,$(call san_smokes,$(TSAN_BUILD),$(TSAN_ENV),$(SAN_SMOKES)))
 	@echo "make test-tsan: every part passed"
 
 sabotage: build
