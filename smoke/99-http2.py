@@ -22,13 +22,15 @@ one older than history gets m0-reset first, then live events follow on
 every stream. Over h2c, two holds the client resets (RST_STREAM, a closed
 EventSource) come back as new streams on the same connection with their
 last id and are replayed exactly what they missed.
-Phase 6: GRIP over HTTP/2 (TLS): the fixture's GRIP view answers five
-streams of one connection, two Grip-Hold: stream and three long-polls
+Phase 6: GRIP over HTTP/2 (TLS): the fixture's GRIP view answers seven
+streams of one connection, four Grip-Hold: stream and three long-polls
 (Grip-Hold: response); Debian's pushpin-publish reaches the streams, its
 http-response item answers one long-poll with its code and header, one is
 answered from history by its prev-id at once, one by its Grip-Timeout
-with the view's own answer; pushpin-publish --close ends a stream with its
-retry hint; the connection serves on.
+with the view's own answer; Grip-Keep-Alive is written on an idle stream;
+pushpin-publish --close ends a stream with its retry hint, and a new
+stream with a cursor below the event is replayed its raw content from
+history; the connection serves on.
 """
 
 import os
@@ -403,13 +405,14 @@ def phase6(ctx):
     closing = c.get("/grip-hold?channel=g6b&prev_id=p0")
     poll = c.get("/grip-hold?channel=g6&mode=response&timeout=30")
     timed = c.get("/grip-hold?channel=g6c&mode=response&timeout=1")
+    idle = c.get("/grip-hold?channel=g6d&ka=:ka%0A%0A&ka_timeout=1")  # Grip-Keep-Alive
     t0 = time.monotonic()
-    c.heads([stream, closing])
-    for s in (stream, closing):
+    c.heads([stream, closing, idle])
+    for s in (stream, closing, idle):
         grip_head(s)
         check(s.header("content-type") == "text/event-stream", "%s: %r" % (s.path, s.headers))
     c.until(lambda: stream.body == GRIP_HEAD and closing.body == GRIP_HEAD, 3.0, "the views' bodies")
-    wait_metric(srv.admin, "m0_holds_open", 4, 5.0, "two GRIP streams and two long-polls")
+    wait_metric(srv.admin, "m0_holds_open", 5, 5.0, "three GRIP streams and two long-polls")
     grip_publish(srv, "g6", "hello", "--code", "201", "-H", "X-Pub: yes")
     c.until(lambda: poll.done() and stream.body == GRIP_HEAD + b"hello\n", 5.0, "the publish")
     grip_head(poll, 201)
@@ -423,6 +426,7 @@ def phase6(ctx):
     check(again.body == b"hello\n" and int(again.header("m0-event-id")) == event_id,
           "from history: %r %s" % (again.headers, short(again.body)))
     grip_publish(srv, "g6b", "event: grip\ndata: two")
+    two = int(metric(metrics(srv.admin), "m0_bus_last_id"))
     c.until(lambda: closing.body == GRIP_HEAD + b"event: grip\ndata: two\n", 3.0, "the second publish")
     c.until(timed.done, 3.0, "the long-poll's Grip-Timeout")
     took = timed.t_end - t0
@@ -430,12 +434,18 @@ def phase6(ctx):
     check(timed.ended and timed.body == GRIP_HEAD and timed.header("m0-event-id") is None,
           "the timed-out long-poll: %r %s" % (timed.headers, short(timed.body)))
     check(0.9 <= took <= 3, "the Grip-Timeout of 1 s took %.2fs" % took)
+    c.until(lambda: len(idle.body) > len(GRIP_HEAD), 3.0, "the Grip-Keep-Alive")
+    check(idle.body == GRIP_HEAD + b":ka\n\n" * ((len(idle.body) - len(GRIP_HEAD)) // 5),
+          "the idle stream: %s, want its keep-alives alone" % short(idle.body))
     grip_publish(srv, "--close", "g6b")
     c.until(closing.done, 3.0, "the stream's close")
     tail = closing.body[len(GRIP_HEAD + b"event: grip\ndata: two\n"):]
     check(closing.ended and re.match(rb"^retry: \d+\n\n$", tail),
           "the closed stream ends in %s, want END_STREAM after a retry hint" % short(tail))
-    wait_metric(srv.admin, "m0_holds_open", 1, 3.0, "the first stream alone")
+    # Back with a cursor below the event: replayed its raw content from history.
+    back = c.get("/grip-hold?channel=g6b&lastEventID=%d" % (two - 1))
+    c.until(lambda: back.body == GRIP_HEAD + b"event: grip\ndata: two\n", 3.0, "the replay")
+    wait_metric(srv.admin, "m0_holds_open", 3, 3.0, "the first stream, the idle one and the replayed one")
     check(not stream.done() and c.goaway is None and not c.eof, "the connection: %s" % c.describe())
     after = c.get("/native/hello")
     c.until(after.done, 3.0, "a request after the holds")
