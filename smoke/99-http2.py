@@ -31,6 +31,11 @@ with the view's own answer; Grip-Keep-Alive is written on an idle stream;
 pushpin-publish --close ends a stream with its retry hint, and a new
 stream with a cursor below the event is replayed its raw content from
 history; the connection serves on.
+Phase 7: a slow reader on HTTP/2: of two holds on one connection the
+client stops opening one's window while events of 16 KB are published;
+that stream is reset as a slow reader (--hold-buffer-limit) while the
+other takes every event; a new stream with the last id the stalled one
+saw is replayed every later event, none lost, none twice.
 """
 
 import os
@@ -450,6 +455,53 @@ def phase6(ctx):
     after = c.get("/native/hello")
     c.until(after.done, 3.0, "a request after the holds")
     check(after.status() == 200 and after.body == b"hello from mojo\n", "after: %s" % c.describe())
+
+
+SLOW_EVENT = 16000  # bytes of data an event, under --max-event-size 32768
+
+
+@smoke.phase(7, "HTTP/2 slow reader: a stream whose window stays closed is reset, its neighbour on the "
+                "connection gets every event; back with its last id it is replayed the rest, none lost")
+def phase7(ctx):
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--heartbeat", "30", "--hold-buffer-limit", "65536",
+                                    "--max-event-size", "32768", "--hold-drain-timeout", "0.5",
+                                    "--admin-key-file", ctx.tmpfile("key", ADMIN_KEY)],
+                     admin=True, admin_key=ADMIN_KEY)
+    c = H2Client(srv.addr)
+    ctx.conns.append(c)
+    head_body = REPLAY_HOLDS[0][2]
+    slow, fast = c.get("/native/hold?channel=slow7"), c.get("/hold?channel=slow7")
+    c.stall(slow)
+    c.heads([slow, fast])
+    wait_metric(srv.admin, "m0_holds_open", 2, 3.0, "the two holds")
+    closed = metric(metrics(srv.admin), "m0_slow_readers_closed_total")
+    pad = "x" * SLOW_EVENT
+    sent = {}  # id -> its bytes
+    for n in range(64):  # 1 MiB at most: the kernel and the window take some, the backlog the rest
+        i = publish_admin(srv.admin, ADMIN_KEY, "slow7", "%d %s" % (n, pad))
+        sent[i] = event_bytes(i, "%d %s" % (n, pad))
+        c.settle(0.005)
+        if slow.done() or metric(metrics(srv.admin), "m0_slow_readers_closed_total") > closed:
+            break
+    c.until(slow.done, 3.0, "the stalled stream's reset")
+    check(slow.reset is not None, "the stalled stream ended (END_STREAM), not reset: %s" % c.describe())
+    ids = sorted(sent)
+    fast.want = [sent[i] for i in ids]
+    fast.head_body = b": django hold\n\n"
+    fast.what = "the neighbour hold"
+    check_replayed(c, [fast], settle=0)
+    check(slow.body.startswith(head_body), "the stalled stream: %s" % short(slow.body))
+    blocks = slow.body[len(head_body):].split(b"\n\n")[:-1]  # complete blocks only
+    seen = [int(b.split(b"\n", 1)[0][4:]) for b in blocks]
+    check(seen and seen == ids[:len(seen)] and len(seen) < len(ids),
+          "the stalled stream got ids %s of %d published" % (short(repr(seen)), len(ids)))
+    check(all(b + b"\n\n" == sent[i] for b, i in zip(blocks, seen)), "the stalled stream's events differ")
+    back = replay_hold(c, REPLAY_HOLDS[0], "slow7", seen[-1])
+    back.want = [sent[i] for i in ids[len(seen):]]
+    check_replayed(c, [back])
+    wait_metric(srv.admin, "m0_slow_readers_closed_total", closed + 1, 3.0, "one slow reader")
+    sys.stderr.write("  [phase 7] %d events of 16 KB: %d reached the stalled stream, %d replayed\n" % (
+        len(ids), len(seen), len(back.want)))
 
 
 if __name__ == "__main__":

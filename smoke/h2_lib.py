@@ -67,6 +67,7 @@ class H2Client:
         self.conn.initiate_connection()
         self.streams = {}   # sid -> Stream
         self.goaway = None  # the ConnectionTerminated event, once the server sent GOAWAY
+        self.stalled = set()  # sids whose window is never opened again: a reader that stopped
         self.eof = False
         self.flush()
 
@@ -86,6 +87,15 @@ class H2Client:
         self.streams[sid] = Stream(sid, path)
         return self.streams[sid]
 
+    def stall(self, stream):
+        """The client stops reading `stream`: its window is no longer opened
+        again (the connection's is, so the other streams go on); opens the
+        connection's window wide first, so the stalled stream's bytes never
+        hold the others back."""
+        self.conn.increment_flow_control_window(1 << 30)
+        self.flush()
+        self.stalled.add(stream.sid)
+
     def cancel(self, stream):
         """The client leaves the stream (RST_STREAM CANCEL), as a closed
         EventSource does."""
@@ -96,6 +106,9 @@ class H2Client:
         s = self.streams.get(getattr(ev, "stream_id", None))
         if isinstance(ev, h2.events.ResponseReceived) and s:
             s.headers = list(ev.headers)
+        elif isinstance(ev, h2.events.DataReceived) and ev.stream_id in self.stalled:
+            if s:
+                s.body += ev.data
         elif isinstance(ev, h2.events.DataReceived):
             self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             if s:
