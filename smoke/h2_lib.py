@@ -98,7 +98,9 @@ class H2Client:
 
     def cancel(self, stream):
         """The client leaves the stream (RST_STREAM CANCEL), as a closed
-        EventSource does."""
+        EventSource does); nothing for a stream that has ended."""
+        if stream.done():
+            return
         self.conn.reset_stream(stream.sid, 8)
         self.flush()
 
