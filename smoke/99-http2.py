@@ -438,7 +438,7 @@ def phase6(ctx):
     grip_head(timed)
     check(timed.ended and timed.body == GRIP_HEAD and timed.header("m0-event-id") is None,
           "the timed-out long-poll: %r %s" % (timed.headers, short(timed.body)))
-    check(0.9 <= took <= 3, "the Grip-Timeout of 1 s took %.2fs" % took)
+    check(0.9 <= took <= 5, "the Grip-Timeout of 1 s took %.2fs" % took)
     c.until(lambda: len(idle.body) > len(GRIP_HEAD), 3.0, "the Grip-Keep-Alive")
     check(idle.body == GRIP_HEAD + b":ka\n\n" * ((len(idle.body) - len(GRIP_HEAD)) // 5),
           "the idle stream: %s, want its keep-alives alone" % short(idle.body))
@@ -472,6 +472,9 @@ def phase7(ctx):
     head_body = REPLAY_HOLDS[0][2]
     slow, fast = c.get("/native/hold?channel=slow7"), c.get("/hold?channel=slow7")
     c.stall(slow)
+    # The neighbour's window is wide: a busy machine's slow client never makes it a slow reader.
+    c.conn.increment_flow_control_window(1 << 24, stream_id=fast.sid)
+    c.flush()
     c.heads([slow, fast])
     wait_metric(srv.admin, "m0_holds_open", 2, 3.0, "the two holds")
     closed = metric(metrics(srv.admin), "m0_slow_readers_closed_total")
