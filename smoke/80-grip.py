@@ -24,7 +24,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, Smoke, check, check_hold_head, http, metric, metrics, read_head_body, short)
+    DJANGO_ARGS, Smoke, check, check_hold_head, http, metric, metrics, pushpin_publish,
+    read_head_body, short)
 
 import jwt  # noqa: E402  (Debian python3-jwt, as gripcontrol uses PyJWT)
 
@@ -54,17 +55,6 @@ def grip_hold(ctx, srv, query):
     read_head_body(c, GRIP_HEAD)
     c.buf = c.buf[len(GRIP_HEAD):]
     return c
-
-
-def pushpin_publish(srv, *args):
-    """Runs Debian's pushpin-publish against the admin listener; returns
-    (exit code, output)."""
-    exe = shutil.which("pushpin-publish")
-    check(exe, "pushpin-publish not found (make deps installs Debian's pushpin)")
-    spec = "http://%s:%d" % srv.admin
-    p = subprocess.run([exe, "--spec", spec] + list(args), capture_output=True, timeout=20,
-                       stdin=subprocess.DEVNULL)
-    return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
 
 
 def read_exactly(conn, want, what, timeout=5.0):

@@ -15,9 +15,31 @@ Phase 4: python3-h2 writes hostile frames: rapid reset (HEADERS and
 RST_STREAM, 1200 times) and a CONTINUATION flood each end in GOAWAY; a
 stream past --h2-max-concurrent-streams is refused; the server serves
 curl after each.
+Phase 5: replay over HTTP/2, on the mojo mount and a Django view. Over TLS
+(ALPN h2), eight holds on one connection name a cursor (Last-Event-ID, or
+?lastEventID=): one within history is replayed the kept events after it,
+one older than history gets m0-reset first, then live events follow on
+every stream. Over h2c, two holds the client resets (RST_STREAM, a closed
+EventSource) come back as new streams on the same connection with their
+last id and are replayed exactly what they missed.
+Phase 6: GRIP over HTTP/2 (TLS): the fixture's GRIP view answers seven
+streams of one connection, four Grip-Hold: stream and three long-polls
+(Grip-Hold: response); Debian's pushpin-publish reaches the streams, its
+http-response item answers one long-poll with its code and header, one is
+answered from history by its prev-id at once, one by its Grip-Timeout
+with the view's own answer; Grip-Keep-Alive is written on an idle stream;
+pushpin-publish --close ends a stream with its retry hint, and a new
+stream with a cursor below the event is replayed its raw content from
+history; the connection serves on.
+Phase 7: a slow reader on HTTP/2: of two holds on one connection the
+client stops opening one's window while events of 16 KB are published;
+that stream is reset as a slow reader (--hold-buffer-limit) while the
+other takes every event; a new stream with the last id the stalled one
+saw is replayed every later event, none lost, none twice.
 """
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -30,7 +52,10 @@ import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import h2.events  # noqa: E402
 import h2.settings  # noqa: E402
-from m0smoke import DJANGO_ARGS, Smoke, check, publish_admin, self_signed, short  # noqa: E402
+from m0smoke import (  # noqa: E402
+    DJANGO_ARGS, Smoke, check, event_bytes, free_port, metric, metrics, publish_admin,
+    pushpin_publish, self_signed, short, wait_metric)
+from h2_lib import H2Client  # noqa: E402
 
 SCRIPT = "99-http2"
 ADMIN_KEY = "smoke-admin-key-99h2-41d7"
@@ -263,6 +288,223 @@ def phase4(ctx):
     check(refused or ended, "stream 5 past the limit not refused: %s" % short(repr(evs)))
     c.close()
     check(served(srv), "not served after the refused stream")
+
+
+REPLAY_HOLDS = (("mojo", "/native/hold?channel=%s", b": mojo hold\n\n"),
+                ("django", "/hold?channel=%s", b": django hold\n\n"))
+
+
+def replay_hold(c, pool, channel, cursor=None, query=False):
+    """A hold on `channel` taken by `pool` (an item of REPLAY_HOLDS), its
+    cursor in Last-Event-ID or, with `query`, in ?lastEventID=."""
+    _, path, head_body = pool
+    path %= channel
+    headers = []
+    if cursor is not None and query:
+        path += "&lastEventID=%d" % cursor
+    elif cursor is not None:
+        headers = [("last-event-id", str(cursor))]
+    s = c.get(path, headers)
+    s.what = "%s %s%s" % (pool[0], path, " Last-Event-ID: %d" % cursor if headers else "")
+    s.head_body = head_body
+    return s
+
+
+def check_replayed(c, streams, settle=0.2):
+    """Each stream's body is its head body then exactly its `want` blocks."""
+    c.until(lambda: all(len(s.body) >= len(s.head_body + b"".join(s.want)) for s in streams), 5.0,
+            "every stream's events")
+    c.settle(settle)
+    for s in streams:
+        check(s.status() == 200 and s.header("content-type") == "text/event-stream",
+              "%s: head %r" % (s.what, s.headers))
+        check(s.body == s.head_body + b"".join(s.want) and not s.done(),
+              "%s: stream %s, want %s then the blocks %s" % (
+                  s.what, short(s.body, 600), short(s.head_body), short(b"".join(s.want), 600)))
+
+
+def m0_reset(oldest):
+    return b'event: m0-reset\ndata: {"oldest": %d}\n\n' % oldest
+
+
+@smoke.phase(5, "replay over HTTP/2 (mojo and Django; Last-Event-ID and ?lastEventID=): kept events "
+                "after the cursor, m0-reset for one older than history, then live; over TLS and h2c")
+def phase5(ctx):
+    cert, key = self_signed(ctx)
+    plain = free_port()
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--heartbeat", "30", "--history", "3",
+                                    "--admin-key-file", ctx.tmpfile("key", ADMIN_KEY),
+                                    "--certfile", cert, "--keyfile", key,
+                                    "--listen-plain", "127.0.0.1:%d" % plain],
+                     admin=True, admin_key=ADMIN_KEY)
+    ids = [publish_admin(srv.admin, ADMIN_KEY, "r5", "e%d" % n) for n in range(1, 6)]
+    kept = [event_bytes(ids[n], "e%d" % (n + 1)) for n in (2, 3, 4)]  # --history 3
+    resets = metric(metrics(srv.admin), "m0_resets_total")
+    c = H2Client(srv.addr, ca=cert)
+    ctx.conns.append(c)
+    streams = []
+    for pool in REPLAY_HOLDS:
+        for query in (False, True):
+            s = replay_hold(c, pool, "r5", ids[2], query)
+            s.want = kept[1:]
+            old = replay_hold(c, pool, "r5", ids[0], query)
+            old.want = [m0_reset(ids[2])] + kept
+            streams += [s, old]
+    check_replayed(c, streams)
+    wait_metric(srv.admin, "m0_resets_total", resets + 4, 3.0, "four cursors older than history")
+    live = publish_admin(srv.admin, ADMIN_KEY, "r5", "live")
+    for s in streams:
+        s.want.append(event_bytes(live, "live"))
+    check_replayed(c, streams)
+
+    # h2c: the client leaves two holds and comes back on the same connection.
+    c = H2Client(("127.0.0.1", plain))
+    ctx.conns.append(c)
+    first = [replay_hold(c, pool, "c5") for pool in REPLAY_HOLDS]
+    c.heads(first)
+    seen = publish_admin(srv.admin, ADMIN_KEY, "c5", "seen")
+    for s in first:
+        s.want = [event_bytes(seen, "seen")]
+    check_replayed(c, first, settle=0)
+    holds = metric(metrics(srv.admin), "m0_holds_open")
+    for s in first:
+        c.cancel(s)
+    wait_metric(srv.admin, "m0_holds_open", holds - 2, 3.0, "after two RST_STREAMs")
+    missed = [publish_admin(srv.admin, ADMIN_KEY, "c5", d, ev) for d, ev in
+              (("two", None), ("three\nlines", "update"))]
+    again = [replay_hold(c, REPLAY_HOLDS[0], "c5", seen), replay_hold(c, REPLAY_HOLDS[1], "c5", seen, True)]
+    for s in again:
+        s.want = [event_bytes(missed[0], "two"), event_bytes(missed[1], "three\nlines", "update")]
+    check_replayed(c, again)
+    live = publish_admin(srv.admin, ADMIN_KEY, "c5", "live")
+    for s in again:
+        s.want.append(event_bytes(live, "live"))
+    check_replayed(c, again)
+    check(c.goaway is None and not c.eof, "the h2c connection ended: %r" % c.goaway)
+
+
+GRIP_HEAD = b": grip hold\n\n"
+
+
+def grip_head(s, status=200):
+    """A GRIP stream's answer head: `status`, no Grip-* field left."""
+    check(s.status() == status, "%s: status %s, want %d" % (s.path, s.header(":status"), status))
+    grip = [n for n in s.names() if n.startswith("grip-")]
+    check(not grip, "%s: the head still carries %r" % (s.path, grip))
+
+
+def grip_publish(srv, *args):
+    rc, out = pushpin_publish(srv, *args)
+    check(rc == 0, "pushpin-publish %s: exit %d %s" % (" ".join(args), rc, short(out)))
+
+
+@smoke.phase(6, "GRIP over HTTP/2: Grip-Hold stream and response on streams of one connection; "
+                "pushpin-publish reaches them, long-polls answered by a publish, history and Grip-Timeout")
+def phase6(ctx):
+    cert, key = self_signed(ctx)
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--heartbeat", "60", "--admin-open",
+                                    "--certfile", cert, "--keyfile", key], admin=True)
+    c = H2Client(srv.addr, ca=cert)
+    ctx.conns.append(c)
+    stream = c.get("/grip-hold?channel=g6")
+    closing = c.get("/grip-hold?channel=g6b&prev_id=p0")
+    poll = c.get("/grip-hold?channel=g6&mode=response&timeout=30")
+    timed = c.get("/grip-hold?channel=g6c&mode=response&timeout=1")
+    idle = c.get("/grip-hold?channel=g6d&ka=:ka%0A%0A&ka_timeout=1")  # Grip-Keep-Alive
+    t0 = time.monotonic()
+    c.heads([stream, closing, idle])
+    for s in (stream, closing, idle):
+        grip_head(s)
+        check(s.header("content-type") == "text/event-stream", "%s: %r" % (s.path, s.headers))
+    c.until(lambda: stream.body == GRIP_HEAD and closing.body == GRIP_HEAD, 3.0, "the views' bodies")
+    wait_metric(srv.admin, "m0_holds_open", 5, 5.0, "three GRIP streams and two long-polls")
+    grip_publish(srv, "g6", "hello", "--code", "201", "-H", "X-Pub: yes")
+    c.until(lambda: poll.done() and stream.body == GRIP_HEAD + b"hello\n", 5.0, "the publish")
+    grip_head(poll, 201)
+    check(poll.ended and poll.header("x-pub") == "yes" and poll.body == b"hello\n",
+          "the long-poll's answer: %r %s" % (poll.headers, short(poll.body)))
+    event_id = int(poll.header("m0-event-id") or 0)
+    check(event_id > 0, "the long-poll's answer names no event: %r" % poll.headers)
+    again = c.get("/grip-hold?channel=g6&mode=response&timeout=30&prev_id=%d" % (event_id - 1))
+    c.until(again.done, 3.0, "the long-poll answered from history")
+    grip_head(again, 201)
+    check(again.body == b"hello\n" and int(again.header("m0-event-id")) == event_id,
+          "from history: %r %s" % (again.headers, short(again.body)))
+    grip_publish(srv, "g6b", "event: grip\ndata: two")
+    two = int(metric(metrics(srv.admin), "m0_bus_last_id"))
+    c.until(lambda: closing.body == GRIP_HEAD + b"event: grip\ndata: two\n", 3.0, "the second publish")
+    c.until(timed.done, 3.0, "the long-poll's Grip-Timeout")
+    took = timed.t_end - t0
+    grip_head(timed)
+    check(timed.ended and timed.body == GRIP_HEAD and timed.header("m0-event-id") is None,
+          "the timed-out long-poll: %r %s" % (timed.headers, short(timed.body)))
+    check(0.9 <= took <= 5, "the Grip-Timeout of 1 s took %.2fs" % took)
+    c.until(lambda: len(idle.body) > len(GRIP_HEAD), 3.0, "the Grip-Keep-Alive")
+    check(idle.body == GRIP_HEAD + b":ka\n\n" * ((len(idle.body) - len(GRIP_HEAD)) // 5),
+          "the idle stream: %s, want its keep-alives alone" % short(idle.body))
+    grip_publish(srv, "--close", "g6b")
+    c.until(closing.done, 3.0, "the stream's close")
+    tail = closing.body[len(GRIP_HEAD + b"event: grip\ndata: two\n"):]
+    check(closing.ended and re.match(rb"^retry: \d+\n\n$", tail),
+          "the closed stream ends in %s, want END_STREAM after a retry hint" % short(tail))
+    # Back with a cursor below the event: replayed its raw content from history.
+    back = c.get("/grip-hold?channel=g6b&lastEventID=%d" % (two - 1))
+    c.until(lambda: back.body == GRIP_HEAD + b"event: grip\ndata: two\n", 3.0, "the replay")
+    wait_metric(srv.admin, "m0_holds_open", 3, 3.0, "the first stream, the idle one and the replayed one")
+    check(not stream.done() and c.goaway is None and not c.eof, "the connection: %s" % c.describe())
+    after = c.get("/native/hello")
+    c.until(after.done, 3.0, "a request after the holds")
+    check(after.status() == 200 and after.body == b"hello from mojo\n", "after: %s" % c.describe())
+
+
+SLOW_EVENT = 16000  # bytes of data an event, under --max-event-size 32768
+
+
+@smoke.phase(7, "HTTP/2 slow reader: a stream whose window stays closed is reset, its neighbour on the "
+                "connection gets every event; back with its last id it is replayed the rest, none lost")
+def phase7(ctx):
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--heartbeat", "30", "--hold-buffer-limit", "65536",
+                                    "--max-event-size", "32768", "--hold-drain-timeout", "0.5",
+                                    "--admin-key-file", ctx.tmpfile("key", ADMIN_KEY)],
+                     admin=True, admin_key=ADMIN_KEY)
+    c = H2Client(srv.addr)
+    ctx.conns.append(c)
+    head_body = REPLAY_HOLDS[0][2]
+    slow, fast = c.get("/native/hold?channel=slow7"), c.get("/hold?channel=slow7")
+    c.stall(slow)
+    # The neighbour's window is wide: a busy machine's slow client never makes it a slow reader.
+    c.conn.increment_flow_control_window(1 << 24, stream_id=fast.sid)
+    c.flush()
+    c.heads([slow, fast])
+    wait_metric(srv.admin, "m0_holds_open", 2, 3.0, "the two holds")
+    closed = metric(metrics(srv.admin), "m0_slow_readers_closed_total")
+    pad = "x" * SLOW_EVENT
+    sent = {}  # id -> its bytes
+    for n in range(64):  # 1 MiB at most: the kernel and the window take some, the backlog the rest
+        i = publish_admin(srv.admin, ADMIN_KEY, "slow7", "%d %s" % (n, pad))
+        sent[i] = event_bytes(i, "%d %s" % (n, pad))
+        c.settle(0.005)
+        if slow.done() or metric(metrics(srv.admin), "m0_slow_readers_closed_total") > closed:
+            break
+    c.until(slow.done, 3.0, "the stalled stream's reset")
+    check(slow.reset is not None, "the stalled stream ended (END_STREAM), not reset: %s" % c.describe())
+    ids = sorted(sent)
+    fast.want = [sent[i] for i in ids]
+    fast.head_body = b": django hold\n\n"
+    fast.what = "the neighbour hold"
+    check_replayed(c, [fast], settle=0)
+    check(slow.body.startswith(head_body), "the stalled stream: %s" % short(slow.body))
+    blocks = slow.body[len(head_body):].split(b"\n\n")[:-1]  # complete blocks only
+    seen = [int(b.split(b"\n", 1)[0][4:]) for b in blocks]
+    check(seen and seen == ids[:len(seen)] and len(seen) < len(ids),
+          "the stalled stream got ids %s of %d published" % (short(repr(seen)), len(ids)))
+    check(all(b + b"\n\n" == sent[i] for b, i in zip(blocks, seen)), "the stalled stream's events differ")
+    back = replay_hold(c, REPLAY_HOLDS[0], "slow7", seen[-1])
+    back.want = [sent[i] for i in ids[len(seen):]]
+    check_replayed(c, [back])
+    wait_metric(srv.admin, "m0_slow_readers_closed_total", closed + 1, 3.0, "one slow reader")
+    sys.stderr.write("  [phase 7] %d events of 16 KB: %d reached the stalled stream, %d replayed\n" % (
+        len(ids), len(seen), len(back.want)))
 
 
 if __name__ == "__main__":

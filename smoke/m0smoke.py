@@ -703,6 +703,17 @@ def publish_admin(admin, key, channel, data, event=None, timeout=5.0, expect=200
     return _publish_answer(r, "admin /publish", channel, expect)
 
 
+def pushpin_publish(srv, *args):
+    """Runs Debian's pushpin-publish against the admin listener; returns
+    (exit code, output)."""
+    exe = shutil.which("pushpin-publish")
+    check(exe, "pushpin-publish not found (make deps installs Debian's pushpin)")
+    spec = "http://%s:%d" % srv.admin
+    p = subprocess.run([exe, "--spec", spec] + list(args), capture_output=True, timeout=20,
+                       stdin=subprocess.DEVNULL)
+    return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
+
+
 def metrics(admin, timeout=5.0):
     """GET /metrics on the admin listener -> {'name' or 'name{labels}': float}."""
     r = http(admin, "GET", "/metrics", timeout=timeout)
