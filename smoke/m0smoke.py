@@ -59,6 +59,11 @@ class Fail(Exception):
     """A phase's check failed; the message is the one-line reason."""
 
 
+class Skip(Exception):
+    """A phase cannot run on this machine (a missing browser, say); the
+    message says why. The phase prints SKIP and does not fail the script."""
+
+
 class PhaseTimeout(Exception):
     """The phase ran past its hard deadline."""
 
@@ -1047,6 +1052,7 @@ class Smoke:
         began = time.monotonic()
         reason = None
         tb = None
+        skipped = None
 
         def on_alarm(signum, frame):
             raise PhaseTimeout("phase ran past its %.0fs deadline" % timeout)
@@ -1055,6 +1061,8 @@ class Smoke:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
             fn(ctx)
+        except Skip as e:
+            skipped = str(e)
         except Fail as e:
             reason = str(e)
         except PhaseTimeout as e:
@@ -1075,6 +1083,9 @@ class Smoke:
             problem = "cleanup: %r" % e
         if problem:
             reason = reason + "; also " + problem if reason else problem
+        if reason is None and skipped is not None:
+            print("SKIP %s phase %d: %s: %s" % (self.script, number, what, skipped), flush=True)
+            return True
         if reason is None:
             print("PASS %s phase %d: %s (%.1f s)" % (self.script, number, what, time.monotonic() - began),
                   flush=True)
