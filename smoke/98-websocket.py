@@ -343,12 +343,19 @@ class WsprotoClient:
         self.sock.sendall(self.ws.send(Request(host="%s:%d" % srv.addr, target=target,
                                                extra_headers=list(headers))))
         self.text = ""
+        self.pending = []  # events read but not yet asked for
 
     def until(self, done, timeout=5.0):
-        """wsproto's events, read until done(events) holds or the peer closes."""
+        """wsproto's events up to the first for which done(event) holds, read
+        as they come (what arrived after it waits for the next call); all of
+        them if the peer closes first."""
         out = []
         deadline = time.monotonic() + timeout
-        while not done(out):
+        while True:
+            while self.pending:
+                out.append(self.pending.pop(0))
+                if done(out[-1]):
+                    return out
             self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 data = self.sock.recv(65536)
@@ -362,13 +369,17 @@ class WsprotoClient:
                         continue
                     ev = TextMessage(data=self.text)
                     self.text = ""
-                out.append(ev)
-            if not data:
-                break
-        return out
+                self.pending.append(ev)
+            if not data and not self.pending:
+                return out
+
+    def next(self):
+        """The next event, or None when the peer closed first."""
+        evs = self.until(lambda e: True)
+        return evs[0] if evs else None
 
     def messages(self, n):
-        evs = self.until(lambda out: len(out) >= n)
+        evs = [self.next() for _ in range(n)]
         check(all(isinstance(e, TextMessage) for e in evs), "wsproto: %r" % evs)
         return [json.loads(e.data) for e in evs]
 
@@ -385,14 +396,14 @@ def phase7(ctx):
     first = admin_publish(srv, "wp7", "one")
     second = admin_publish(srv, "wp7", "two")
     c = WsprotoClient(srv, "/native/live-ws?grant=%s&lastEventID=%d" % (good, first))
-    evs = c.until(lambda out: out)
-    check(isinstance(evs[0], AcceptConnection), "a good grant: %r" % evs)
+    ev = c.next()
+    check(isinstance(ev, AcceptConnection), "a good grant: %r" % ev)
     check(c.messages(1) == [{"id": str(second), "data": "two"}], "the replay after lastEventID")
     admin_publish(srv, "other7", "not granted")
     third = admin_publish(srv, "wp7", "three", "tick")
     check(c.messages(1) == [{"id": str(third), "event": "tick", "data": "three"}], "live, and nothing of another channel")
     c.sock.sendall(c.ws.send(CloseConnection(code=1000)))
-    evs = c.until(lambda out: any(isinstance(e, CloseConnection) for e in out))
+    evs = c.until(lambda e: isinstance(e, CloseConnection))
     check([e.code for e in evs if isinstance(e, CloseConnection)] == [1000], "the close handshake: %r" % evs)
     c.close()
     at = good.index(".") + 5  # a whole sextet of the MAC: still canonical base64url
@@ -405,7 +416,7 @@ def phase7(ctx):
 def refused(srv, target, headers, want):
     """A wsproto handshake to `target` is answered 403 with the body `want`."""
     c = WsprotoClient(srv, target, headers)
-    evs = c.until(lambda out: any(isinstance(e, RejectData) and e.body_finished for e in out))
+    evs = c.until(lambda e: isinstance(e, RejectData) and e.body_finished)
     body = b"".join(e.data for e in evs if isinstance(e, RejectData))
     check(isinstance(evs[0], RejectConnection) and evs[0].status_code == 403 and body == want.encode(),
           "%s: %r %r" % (target, evs[:1], body))
@@ -424,7 +435,7 @@ def phase8(ctx):
     refused(srv, path, mallory, "forbidden: not a member of this document\n")
     alice = [(b"Cookie", User(srv.addr, "alice").login().cookie_header()[0][1].encode())]
     c = WsprotoClient(srv, path, alice)
-    check(isinstance(c.until(lambda out: out)[0], AcceptConnection), "alice's presence handshake")
+    check(isinstance(c.next(), AcceptConnection), "alice's presence handshake")
     c.sock.sendall(c.ws.send(TextMessage(data="typing")))
     got = c.messages(1)[0]
     check(got.get("event") == "presence" and json.loads(got["data"]) == {"typing": True, "user": "alice"},
