@@ -1039,12 +1039,14 @@ class Smoke:
                 return 2
             phases = [p for p in phases if p[0] in args.phase]
         failed = 0
+        self.skipped = 0
         started = time.monotonic()
         for number, what, fn, timeout in phases:
             ok = self._run_phase(number, what, fn, timeout)
             failed += 0 if ok else 1
-        print("smoke %s: %d of %d phases passed in %.0f s" % (
-            self.script, len(phases) - failed, len(phases), time.monotonic() - started), flush=True)
+        print("smoke %s: %d of %d phases passed%s in %.0f s" % (
+            self.script, len(phases) - failed - self.skipped, len(phases),
+            " (%d skipped)" % self.skipped if self.skipped else "", time.monotonic() - started), flush=True)
         return 1 if failed else 0
 
     def _run_phase(self, number, what, fn, timeout):
@@ -1085,6 +1087,7 @@ class Smoke:
             reason = reason + "; also " + problem if reason else problem
         if reason is None and skipped is not None:
             print("SKIP %s phase %d: %s: %s" % (self.script, number, what, skipped), flush=True)
+            self.skipped += 1
             return True
         if reason is None:
             print("PASS %s phase %d: %s (%.1f s)" % (self.script, number, what, time.monotonic() - began),
