@@ -27,8 +27,8 @@ DEB_PACKAGES += nlohmann-json3-dev pushpin python3-jwt curl
 # the tests of --bus redis+sentinel:// (a master, a replica, three sentinels).
 DEB_PACKAGES += libhiredis-dev redis-server python3-redis redis-sentinel
 # WebSockets: libwslay-dev reads clients' frames (src/server/ws_conn.cpp);
-# python3-websockets is smoke 98-websocket's client (curl its handshake's).
-DEB_PACKAGES += libwslay-dev python3-websockets
+# python3-websockets and python3-wsproto are smoke 98-websocket's clients (curl its handshake's).
+DEB_PACKAGES += libwslay-dev python3-websockets python3-wsproto
 # permessage-deflate (RFC 7692): zlib compresses events and inflates clients' messages.
 DEB_PACKAGES += zlib1g-dev
 # systemd: sd_notify and socket activation (libsystemd), and
@@ -319,7 +319,7 @@ serve: deps build fixtures-db $(GRANT_KEYS) $(ADMIN_KEY)
 	@echo "admin: http://$(ADMIN)/metrics; POST /publish with Authorization: Bearer \$$(cat $(ADMIN_KEY))"
 	M0_GRANT_KEY_FILE=$(abspath $(GRANT_KEYS)) $(M0SERVE) --listen $(LISTEN) --chdir $(TEXTSHELF) \
 	  --mount /=textshelf_site.wsgi:application --mount /native=mojo --realtime \
-	  --grant-key-file $(GRANT_KEYS) --admin-listen $(ADMIN) --admin-key-file $(ADMIN_KEY)
+	  --ws-over-http /presence --grant-key-file $(GRANT_KEYS) --admin-listen $(ADMIN) --admin-key-file $(ADMIN_KEY)
 
 # The smaller demo: djangoproj (publish form, hold view) with the mojo mount.
 serve-djangoproj: deps build fixtures-db $(ADMIN_KEY)

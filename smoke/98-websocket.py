@@ -28,7 +28,19 @@ Connection-Id and a meta value it set, publishes from Django, hears the
 admin API's events, and Pushpin's ws-message items arrive verbatim (an
 http-stream item does not); its close reaches the client (4000), and a
 client's close reaches the view (CLOSE). Phase 6: the builtin mount's native
-WebSocket handler, /native/ws-echo, echoes and hears its channel.
+WebSocket handler, /native/ws-echo, echoes and hears its channel. Phase 7:
+Debian's python3-wsproto on a raw socket, against /native/live-ws (the
+server with --grant-key-file, grants signed by m0.grant): a good grant
+with ?lastEventID= is replayed what came after, then hears its channel
+live and nothing of another; a forged and an expired grant are refused 403
+with their reason, before any 101; the close handshake. Phase 8, in
+Chromium (fixtures/textshelf/browser/test_presence.mjs: playwright-core
+driving /usr/bin/chromium; without it one SKIP line, FAIL with
+M0_REQUIRE_BROWSER=1): textshelf's document page talks back on its
+presence WebSocket (--ws-over-http /presence, the view
+textshelf/presence.py): bob's typing reaches alice's page on the same
+document and his idle clears it; a page on another document hears
+nothing; a non-member's WebSocket is refused.
 """
 
 import asyncio
@@ -45,6 +57,13 @@ from m0smoke import (  # noqa: E402
     DJANGO_ARGS, Smoke, check, http, publish_admin, publish_django, short)
 
 import websockets  # noqa: E402  (Debian python3-websockets)
+import wsproto  # noqa: E402  (Debian python3-wsproto)
+from wsproto.events import (  # noqa: E402
+    AcceptConnection, CloseConnection, RejectConnection, RejectData, Request, TextMessage)
+
+from browser_lib import BROWSER_DIR, node, relay, require_chromium  # noqa: E402
+from textshelf_lib import (  # noqa: E402
+    DOC, User, key_file, m0grant, new_key, ring, seed, textshelf_server)
 
 SCRIPT = "98-websocket"
 RFC_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
@@ -313,6 +332,123 @@ def phase6(ctx):
             check(got == {"id": str(i), "data": "to the handler's channel"}, "event: %r" % got)
 
     asyncio.run(run())
+
+
+class WsprotoClient:
+    """A WebSocket client of python3-wsproto's state machine on a plain socket."""
+
+    def __init__(self, srv, target, headers=()):
+        self.sock = socket.create_connection(srv.addr, timeout=5)
+        self.ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+        self.sock.sendall(self.ws.send(Request(host="%s:%d" % srv.addr, target=target,
+                                               extra_headers=list(headers))))
+        self.text = ""
+        self.pending = []  # events read but not yet asked for
+
+    def until(self, done, timeout=5.0):
+        """wsproto's events up to the first for which done(event) holds, read
+        as they come (what arrived after it waits for the next call); all of
+        them if the peer closes first."""
+        out = []
+        deadline = time.monotonic() + timeout
+        while True:
+            while self.pending:
+                out.append(self.pending.pop(0))
+                if done(out[-1]):
+                    return out
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                raise AssertionError("wsproto: %r within %.0fs" % (out, timeout))
+            self.ws.receive_data(data or None)
+            for ev in self.ws.events():
+                if isinstance(ev, TextMessage):  # a message may come in pieces
+                    self.text += ev.data
+                    if not ev.message_finished:
+                        continue
+                    ev = TextMessage(data=self.text)
+                    self.text = ""
+                self.pending.append(ev)
+            if not data and not self.pending:
+                return out
+
+    def next(self):
+        """The next event, or None when the peer closed first."""
+        evs = self.until(lambda e: True)
+        return evs[0] if evs else None
+
+    def messages(self, n):
+        evs = [self.next() for _ in range(n)]
+        check(all(isinstance(e, TextMessage) for e in evs), "wsproto: %r" % evs)
+        return [json.loads(e.data) for e in evs]
+
+    def close(self):
+        self.sock.close()
+
+
+@smoke.phase(7, "python3-wsproto on a raw socket: /native/live-ws takes a good grant (replay by lastEventID, then live), refuses a forged and an expired one 403")
+def phase7(ctx):
+    keys = [new_key("k7")]
+    srv = ws_server(ctx, ["--grant-key-file", key_file(ctx, "grant.keys", keys)])
+    grant = m0grant()
+    good = grant.sign_grant(["wp7"], 60, keys=ring(keys))
+    first = admin_publish(srv, "wp7", "one")
+    second = admin_publish(srv, "wp7", "two")
+    c = WsprotoClient(srv, "/native/live-ws?grant=%s&lastEventID=%d" % (good, first))
+    ev = c.next()
+    check(isinstance(ev, AcceptConnection), "a good grant: %r" % ev)
+    check(c.messages(1) == [{"id": str(second), "data": "two"}], "the replay after lastEventID")
+    admin_publish(srv, "other7", "not granted")
+    third = admin_publish(srv, "wp7", "three", "tick")
+    check(c.messages(1) == [{"id": str(third), "event": "tick", "data": "three"}], "live, and nothing of another channel")
+    c.sock.sendall(c.ws.send(CloseConnection(code=1000)))
+    evs = c.until(lambda e: isinstance(e, CloseConnection))
+    check([e.code for e in evs if isinstance(e, CloseConnection)] == [1000], "the close handshake: %r" % evs)
+    c.close()
+    at = good.index(".") + 5  # a whole sextet of the MAC: still canonical base64url
+    forged = good[:at] + ("A" if good[at] != "A" else "B") + good[at + 1:]
+    expired = grant.sign_grant(["wp7"], 1, keys=ring(keys), now=time.time() - 10)
+    for token, reason in ((forged, "bad grant signature"), (expired, "grant expired")):
+        refused(srv, "/native/live-ws?grant=" + token, (), reason + "\n")
+
+
+def refused(srv, target, headers, want):
+    """A wsproto handshake to `target` is answered 403 with the body `want`."""
+    c = WsprotoClient(srv, target, headers)
+    evs = c.until(lambda e: isinstance(e, RejectData) and e.body_finished)
+    body = b"".join(e.data for e in evs if isinstance(e, RejectData))
+    check(isinstance(evs[0], RejectConnection) and evs[0].status_code == 403 and body == want.encode(),
+          "%s: %r %r" % (target, evs[:1], body))
+    c.close()
+
+
+@smoke.phase(8, "Chromium: textshelf's presence WebSocket talks back: typing reaches the other page of the document, not another document's; a non-member is refused")
+def phase8(ctx):
+    seed()
+    srv = textshelf_server(ctx, key_file(ctx, "grant.keys", [new_key("k8")]))
+    # The handshake, by wsproto with each user's session cookie: the view's
+    # own refusals, and a member's typing published back to the document.
+    path = "/presence/document/%d" % DOC
+    refused(srv, path, (), "forbidden: not logged in\n")
+    mallory = [(b"Cookie", User(srv.addr, "mallory").login().cookie_header()[0][1].encode())]
+    refused(srv, path, mallory, "forbidden: not a member of this document\n")
+    alice = [(b"Cookie", User(srv.addr, "alice").login().cookie_header()[0][1].encode())]
+    c = WsprotoClient(srv, path, alice)
+    check(isinstance(c.next(), AcceptConnection), "alice's presence handshake")
+    c.sock.sendall(c.ws.send(TextMessage(data="typing")))
+    got = c.messages(1)[0]
+    check(got.get("event") == "presence" and json.loads(got["data"]) == {"typing": True, "user": "alice"},
+          "alice's typing, published back: %r" % got)
+    c.close()
+    require_chromium()
+    node_path = node()
+    env = dict(os.environ, BASE_URL="http://%s:%d" % srv.addr)
+    rc, lines = relay([node_path, "test_presence.mjs"], BROWSER_DIR, env, 90.0, "  node| ")
+    check(rc is not None, "test_presence.mjs still running after 90 s (killed)")
+    failed = [line for line in lines if line.startswith("FAIL ")]
+    check(rc == 0 and not failed and any(line.endswith(" passed, 0 failed") for line in lines),
+          "test_presence.mjs exited %r: %s" % (rc, failed[0] if failed else short(lines[-3:])))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 import threading
 
 import m0smoke
-from m0smoke import ROOT, check
+from m0smoke import ROOT, Fail, Skip, check
 
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_DIR = os.path.join(ROOT, "fixtures", "textshelf", "browser")
@@ -71,6 +71,16 @@ def node(browser_dir=BROWSER_DIR):
     rc, lines = relay([npm, "ci", "--no-audit", "--no-fund"], browser_dir, dict(os.environ), 600.0, "  npm| ")
     check(rc == 0, "npm ci exited %r: %s" % (rc, lines[-1] if lines else "(no output)"))
     return path
+
+
+def require_chromium():
+    """For a browser phase of a smoke that has others: Skip (one SKIP line,
+    the other phases run) without Chromium, or Fail with M0_REQUIRE_BROWSER=1."""
+    if os.path.exists(CHROMIUM):
+        return
+    if os.environ.get("M0_REQUIRE_BROWSER"):
+        raise Fail("%s not installed (make deps installs it)" % CHROMIUM)
+    raise Skip("%s not installed" % CHROMIUM)
 
 
 def main(smoke, what):

@@ -59,6 +59,11 @@ class Fail(Exception):
     """A phase's check failed; the message is the one-line reason."""
 
 
+class Skip(Exception):
+    """A phase cannot run on this machine (a missing browser, say); the
+    message says why. The phase prints SKIP and does not fail the script."""
+
+
 class PhaseTimeout(Exception):
     """The phase ran past its hard deadline."""
 
@@ -1045,12 +1050,14 @@ class Smoke:
                 return 2
             phases = [p for p in phases if p[0] in args.phase]
         failed = 0
+        self.skipped = 0
         started = time.monotonic()
         for number, what, fn, timeout in phases:
             ok = self._run_phase(number, what, fn, timeout)
             failed += 0 if ok else 1
-        print("smoke %s: %d of %d phases passed in %.0f s" % (
-            self.script, len(phases) - failed, len(phases), time.monotonic() - started), flush=True)
+        print("smoke %s: %d of %d phases passed%s in %.0f s" % (
+            self.script, len(phases) - failed - self.skipped, len(phases),
+            " (%d skipped)" % self.skipped if self.skipped else "", time.monotonic() - started), flush=True)
         return 1 if failed else 0
 
     def _run_phase(self, number, what, fn, timeout):
@@ -1058,6 +1065,7 @@ class Smoke:
         began = time.monotonic()
         reason = None
         tb = None
+        skipped = None
 
         def on_alarm(signum, frame):
             raise PhaseTimeout("phase ran past its %.0fs deadline" % timeout)
@@ -1066,6 +1074,8 @@ class Smoke:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
             fn(ctx)
+        except Skip as e:
+            skipped = str(e)
         except Fail as e:
             reason = str(e)
         except PhaseTimeout as e:
@@ -1086,6 +1096,10 @@ class Smoke:
             problem = "cleanup: %r" % e
         if problem:
             reason = reason + "; also " + problem if reason else problem
+        if reason is None and skipped is not None:
+            print("SKIP %s phase %d: %s: %s" % (self.script, number, what, skipped), flush=True)
+            self.skipped += 1
+            return True
         if reason is None:
             print("PASS %s phase %d: %s (%.1f s)" % (self.script, number, what, time.monotonic() - began),
                   flush=True)

@@ -40,7 +40,7 @@ OTHER_DOC = 2  # "Ozymandias": alice and mallory
 # The textshelf mount, as fixtures/textshelf/README.md starts it.
 TEXTSHELF_ARGS = ["--chdir", "fixtures/textshelf",
                   "--mount", "/=textshelf_site.wsgi:application",
-                  "--mount", "/native=mojo", "--realtime"]
+                  "--mount", "/native=mojo", "--realtime", "--ws-over-http", "/presence"]
 
 _seeded = []
 

@@ -104,6 +104,24 @@ void BuiltinMount::Echo::on_message(WsContext& c, bool text, std::string_view me
         c.send_binary(message);
 }
 
+std::optional<http::Response> BuiltinMount::granted_channels(const http::Request& req,
+                                                             std::string& channels) const {
+    if (!env_.grant_keys) return text(503, "grants are not configured (--grant-key-file)\n");
+    auto token = req.query_param("grant");
+    if (!token) return text(403, "missing grant\n");
+    grant::Grant g;
+    auto keys = env_.grant_keys->get();  // the ring of this moment, kept for this grant
+    auto v = grant::verify(*keys, *token, static_cast<int64_t>(std::time(nullptr)), &g);
+    if (v != grant::Verdict::ok) return text(403, std::string(grant::reason(v)) + "\n");
+    for (const auto& c : g.channels) {
+        if (bus::check_channel(c) != bus::NameError::ok)
+            return text(403, "grant names a refused channel\n");
+        if (!channels.empty()) channels += ",";
+        channels += c;
+    }
+    return std::nullopt;
+}
+
 http::Response BuiltinMount::serve(const http::Request& req) {
     const std::string& p = req.path_info;
     if (p == "/hello") return text(200, "hello from mojo\n");
@@ -152,22 +170,14 @@ http::Response BuiltinMount::serve(const http::Request& req) {
         };
         return r;
     }
-    if (p == "/live") {
-        if (!env_.grant_keys) return text(503, "grants are not configured (--grant-key-file)\n");
-        auto token = req.query_param("grant");
-        if (!token) return text(403, "missing grant\n");
-        grant::Grant g;
-        auto keys = env_.grant_keys->get();  // the ring of this moment, kept for this grant
-        auto v = grant::verify(*keys, *token, static_cast<int64_t>(std::time(nullptr)), &g);
-        if (v != grant::Verdict::ok) return text(403, std::string(grant::reason(v)) + "\n");
+    if (p == "/live" || p == "/live-ws") {
         std::string channels;
-        for (const auto& c : g.channels) {
-            if (bus::check_channel(c) != bus::NameError::ok)
-                return text(403, "grant names a refused channel\n");
-            if (!channels.empty()) channels += ",";
-            channels += c;
-        }
-        return hold_response(channels);
+        if (auto refused = granted_channels(req, channels)) return std::move(*refused);
+        http::Response r = hold_response(channels);
+        // The twin: a WebSocket subscriber on an upgrade (the loop checked the
+        // handshake; the refusals above are answered before any 101).
+        if (p == "/live-ws") r.headers.set("M0-Hold", "websocket");
+        return r;
     }
     return text(404, "no such mojo route\n");
 }

@@ -14,8 +14,13 @@
 //                                the channel's events if one is named
 //   GET  /stream                 a streamed body that is not a hold: refused 409
 //   GET  /live?grant=TOKEN       a hold on the channels a verified grant names
+//   GET  /live-ws?grant=TOKEN[&lastEventID=N]
+//                                /live's twin for WebSockets: the same grant
+//                                check (403 before any 101), then /ws's subscriber
 #pragma once
 #include <array>
+#include <optional>
+#include <string>
 
 #include "mojo/mojo.hpp"
 #include "mojo/ws_handler.hpp"
@@ -37,6 +42,12 @@ struct BuiltinMount {
     };
 
   private:
+    // /live's and /live-ws's check: nullopt with `channels` set to the
+    // verified grant's channels (comma-separated), or the refusal to answer
+    // (503 without a key ring, 403 with the reason for a missing or bad grant).
+    std::optional<http::Response> granted_channels(const http::Request& req,
+                                                   std::string& channels) const;
+
     MojoEnv env_;
     Echo echo_;
 };

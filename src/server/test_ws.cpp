@@ -6,11 +6,13 @@
 // byte at a time and split at random, closed with its code, and a good
 // subscriber on another connection served right after.
 #include <catch2/catch.hpp>
+#include <ctime>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "grant/grant.hpp"
 #include "http/ws_deflate.hpp"
 #include "mojo/mojo.hpp"
 #include "server/test_hold_rig.hpp"
@@ -388,4 +390,62 @@ TEST_CASE(
     CHECK((f[0].op == 0x1 && f[0].payload == "echo: hi"));
     CHECK((f[1].op == 0x2 && f[1].payload == std::string("\0\1", 2)));
     CHECK(rig.pool->pool().queued() == 0);
+}
+
+TEST_CASE(
+    "ws: /live-ws subscribes a good grant's channels (replaying from ?lastEventID=) and refuses "
+    "a missing, forged or expired grant 403 before any 101",
+    "[ws][grant]") {
+    WsRig rig(ws_config());
+    std::string err;
+    auto keys = grant::KeyRing::from_text("k1 " + std::string(64, 'a') + "\n", err);
+    REQUIRE(keys);
+    grant::SharedKeyRing ring(*keys);
+    mojo::HandlerFor<mojo::BuiltinMount> granted{mojo::MojoEnv{&ring}};
+    rig.server->add_mount("/g", [&](SlotRef s, http::Request&& r) {
+        return rig.pool->submit(granted, s, std::move(r));
+    });
+    rig.path = "/g/live-ws";
+    const auto now = static_cast<int64_t>(std::time(nullptr));
+    const grant::Key& key = *keys->find("k1");
+    const std::string good = grant::sign(key, {"doc_1", "doc_2"}, now + 60);
+    for (int i = 1; i <= 3; ++i) REQUIRE(rig.bus.publish("doc_1", "e" + std::to_string(i)).ok());
+    REQUIRE(rig.bus.publish("other", "not granted").ok());
+
+    SECTION("a good grant: its channels' events, replayed after the cursor, then live") {
+        rig.open(*rig.conn, "grant=" + good + "&lastEventID=2&channel=other");
+        CHECK(rig.server->subscribed(rig.slot));
+        REQUIRE(rig.bus.publish("other", "still not granted").ok());
+        REQUIRE(rig.bus.publish("doc_2", "two").ok());
+        auto f = rig.frames(*rig.conn, 2);
+        REQUIRE(f.size() == 2);
+        CHECK(f[0].payload == R"({"id":"3","data":"e3"})");
+        CHECK(f[1].payload == R"({"id":"6","data":"two"})");
+    }
+    SECTION("a bad grant is answered 403 with the reason, and nothing is subscribed") {
+        std::string forged = good;
+        const size_t at = forged.find('.') + 5;  // a whole sextet of the MAC: still canonical
+        forged[at] = forged[at] == 'A' ? 'B' : 'A';
+        const std::string other_key =
+            grant::sign(grant::Key{"k1", std::string(32, 'b')}, {"doc_1"}, now + 60);
+        for (const auto& [query, reason] : std::vector<std::pair<std::string, std::string>>{
+                 {"channel=doc_1", "missing grant"},
+                 {"grant=" + forged + "&channel=doc_1", "bad grant signature"},
+                 {"grant=" + other_key, "bad grant signature"},
+                 {"grant=" + grant::sign(key, {"doc_1"}, now - 1), "grant expired"},
+                 {"grant=" + good.substr(0, 20), "malformed grant"}}) {
+            INFO(query);
+            auto c = rig.connect();
+            REQUIRE(c->send("GET /g/live-ws?" + query +
+                            " HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+                            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                            "Sec-WebSocket-Version: 13\r\n\r\n"));
+            REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+            REQUIRE(rig.pool->pool().run_next());
+            REQUIRE(rig.ServerRig::read_until(*c, reason));
+            CHECK(c->in.starts_with("HTTP/1.1 403 "));
+            CHECK(c->in.find("Sec-WebSocket-Accept") == std::string::npos);
+            CHECK_FALSE(rig.server->subscribed(c->slot));
+        }
+    }
 }
