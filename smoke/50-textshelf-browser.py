@@ -220,7 +220,10 @@ def phase3(ctx):
     holds = [r for r in got if r[1].startswith(("/native/live?", "/events/document/"))]
     check(len(holds) >= 4 and any(r[0] == "POST" for r in got),
           "the access log has %d requests from Chromium, %d of them holds" % (len(got), len(holds)))
-    other = [r for r in got if r[2] != "HTTP/2"]
+    # The document page's presence WebSocket is the one HTTP/1.1 connection:
+    # a WebSocket over HTTP/2 needs RFC 8441's extended CONNECT, which
+    # m0serve does not offer, so Chromium opens it over HTTP/1.1.
+    other = [r for r in got if r[2] != "HTTP/2" and not r[1].startswith("/presence/")]
     check(not other, "Chromium's requests not over HTTP/2: %s" % short(other))
 
 
