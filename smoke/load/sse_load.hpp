@@ -1,5 +1,5 @@
-// sse_load's parts: the run's state (sse_load.cpp), TLS (sse_tls.cpp) and
-// the HTTP/2 client session (sse_h2.cpp). Everything runs on the one thread
+// sse_load's parts: the run's state (sse_load.cpp), TLS (sse_tls.cpp), the
+// HTTP/2 client session (sse_h2.cpp) and /proc (sse_proc.cpp). Everything runs on the one thread
 // of the one libevent loop; no state here is shared with another thread.
 #pragma once
 
@@ -97,7 +97,11 @@ std::string stream_path(const Run& r, int channel);
 // A connected socket from source address 127.0.0.(1+source) to u, TLS when
 // u.tls (with ctx); no callbacks set yet.
 bufferevent* dial(Run& r, const Url& u, int source, SSL_CTX* ctx);
+
+// sse_proc.cpp: the servers' processes (roots and their descendants), their
+// summed RSS in bytes and CPU seconds (user and system), the driver's own.
 std::vector<int> with_descendants(const std::vector<int>& roots);
+int64_t rss_bytes(const std::vector<int>& pids);
 double cpu_seconds(const std::vector<int>& pids);
 double own_cpu_seconds();
 
