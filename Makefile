@@ -237,15 +237,17 @@ sabotage-%: build
 # Not a test: m0serve's holds beside nchan's (nginx, two workers) and
 # Pushpin's (with its zurl), requests under wrk beside gunicorn (gthread),
 # uWSGI and nginx, Django's FileResponse of 1 MiB and 100 MiB files beside
-# gunicorn and uWSGI, and a mojo hold's head behind busy Python threads; each
-# server fresh, interleaved, BENCH_RUNS times; prints medians and ratios
-# against the targets, appends JSON lines to build/bench.jsonl (smoke/bench.py).
+# gunicorn and uWSGI, and a mojo hold's head behind busy Python threads;
+# holds over TLS and HTTP/2 beside nchan on nginx with `ssl http2`, and full
+# TLS handshakes a second (part tls); each server fresh, interleaved,
+# BENCH_RUNS times; prints medians and ratios against the targets, appends
+# JSON lines to build/bench.jsonl (smoke/bench.py).
 BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plugin-python3 wrk
 # 1000,5000,10000,19000 (the fd limit's reach) takes about an hour on 2
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head,publish,h2
+BENCH_PARTS    ?= holds,requests,files,head,publish,h2,tls
 BENCH_STORM    ?= 2000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
