@@ -249,12 +249,15 @@ BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
 BENCH_PARTS    ?= holds,requests,files,head,publish,h2,tls
 BENCH_STORM    ?= 2000
+# The tls part's hold counts (nginx keeps about 50 KB a TLS hold).
+BENCH_TLS_HOLDS ?= 1000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
 
 bench: deps build fixtures-db bench-deps
 	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --parts $(BENCH_PARTS) \
-	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS) --storm-holds $(BENCH_STORM)
+	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS) --storm-holds $(BENCH_STORM) \
+	  --tls-holds $(BENCH_TLS_HOLDS)
 
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build

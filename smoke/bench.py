@@ -89,7 +89,7 @@ import bench_tls  # noqa: E402
 import bench_wrk  # noqa: E402
 import emit  # noqa: E402
 from bench_pushpin import PushpinServer  # noqa: E402
-from bench_util import ROOT, fmt, free_ports, median, wait_port  # noqa: E402
+from bench_util import ROOT, fmt, free_ports, median, wait_port, with_descendants  # noqa: E402
 
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
 PARTS = ("holds", "requests", "files", "head", "publish", "h2", "tls")
@@ -198,6 +198,12 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(self.port, self.proc, kind)
+        if kind == "nchan":
+            # The master listens before it forks its two workers: the driver's
+            # first RSS must find them, or it measures the master alone.
+            deadline = time.monotonic() + 10
+            while len(with_descendants([self.proc.pid])) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def pids(self):
         """The processes whose RSS and CPU count: the server (with its
@@ -513,6 +519,7 @@ def main():
                     help="events a publish row sends with no holds (a tenth with holds)")
     ap.add_argument("--publish-batch", type=int, default=100, help="events a batch in the publish rows")
     ap.add_argument("--h2-requests", type=int, default=100000, help="h2load's -n in the h2 part")
+    ap.add_argument("--tls-holds", default="1000", help="comma-separated hold counts (steady) in the tls part")
     ap.add_argument("--tls-transports", default="http/1.1,tls-h1,tls-h2,h2c",
                     help="the tls part's transports: http/1.1, tls-h1, tls-h2, h2c")
     ap.add_argument("--tls-streams", type=int, default=50, help="holds an HTTP/2 connection in the tls part")

@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """bench_tls: holds over TLS and HTTP/2 beside nchan doing the same
 (bench.py's part `tls`: `make bench BENCH_PARTS=tls`, or
-`/usr/bin/python3 smoke/bench.py --parts tls --holds 1000 --runs 3`).
+`/usr/bin/python3 smoke/bench.py --parts tls --tls-holds 1000 --runs 3`).
 
-The hold rows as the holds part runs them (build/sse_load: steady, N holds
-on 10 channels at 20 events/s; burst, 1000 holds on one channel, 1000
-events back to back), m0serve's mojo hold (`m0-mojo`, the default loops)
+The hold rows as the holds part runs them (build/sse_load: steady,
+--tls-holds N holds on 10 channels at 20 events/s; burst, 1000 holds on one
+channel, 1000 events back to back), m0serve's mojo hold (`m0-mojo`, the default loops)
 against nchan on nginx (two workers), over each transport of
 --tls-transports:
 
@@ -69,7 +69,7 @@ def transport(name, certs, streams):
 
 
 def run(args, run_no, out, results, record, drive, make_server, certs):
-    plan = [("steady", int(h), 10) for h in args.holds.split(",")] + [("burst", 1000, 1)]
+    plan = [("steady", int(h), 10) for h in args.tls_holds.split(",")] + [("burst", 1000, 1)]
     for name in args.tls_transports.split(","):
         tls, streams = transport(name, certs, args.tls_streams)
         for mode, holds, channels in plan:
@@ -115,7 +115,7 @@ def run(args, run_no, out, results, record, drive, make_server, certs):
 
 
 def table(args, results, targets, target_text):
-    plan = [("steady", int(h)) for h in args.holds.split(",")] + [("burst", 1000)]
+    plan = [("steady", int(h)) for h in args.tls_holds.split(",")] + [("burst", 1000)]
     names = args.tls_transports.split(",")
     print("\ntls: holds over TLS and HTTP/2 (%d streams a connection); medians of %d runs; "
           "ratio = m0serve / nchan" % (args.tls_streams, args.runs))
