@@ -1,6 +1,7 @@
 // sse_load's parts: the run's state (sse_load.cpp), TLS (sse_tls.cpp), the
-// HTTP/2 client session (sse_h2.cpp) and /proc (sse_proc.cpp). Everything runs on the one thread
-// of the one libevent loop; no state here is shared with another thread.
+// HTTP/2 client session (sse_h2.cpp) and /proc (sse_proc.cpp). Everything
+// runs on the one thread of the one libevent loop; no state here is shared
+// with another thread.
 #pragma once
 
 #include <event2/bufferevent.h>
