@@ -60,12 +60,22 @@ on the in-process bus and on Redis, with 0 and with 1000 holds listening and
 every event counted delivered; beside nchan's publish endpoint and Pushpin's.
 Alone: --parts publish (make bench BENCH_PARTS=publish).
 
+h2 (smoke/bench_h2.py): h2load on /native/hello over HTTP/1.1 and h2c; idle
+holds' RSS over HTTP/1.1 and h2c.
+
+tls (smoke/bench_tls.py): the steady (--tls-holds) and burst hold rows of
+m0-mojo and nchan over plain HTTP/1.1, TLS (ALPN http/1.1), TLS with h2 and
+h2c (--tls-streams holds a connection); an HTTP/2 hold's RSS against a plain
+one's; full TLS handshakes a second and the server's CPU a handshake beside
+nginx. Alone: --parts tls (make bench BENCH_PARTS=tls).
+
 JSON lines go to build/bench.jsonl, ratios and the head's times to
 build/figures.jsonl (smoke/emit.py).
 
     /usr/bin/python3 smoke/bench.py --holds 1000,5000 --runs 3
     /usr/bin/python3 smoke/bench.py --parts requests --runs 1
     /usr/bin/python3 smoke/bench.py --parts files --runs 1
+    /usr/bin/python3 smoke/bench.py --parts tls --tls-holds 1000 --runs 3
 """
 
 import argparse
