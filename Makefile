@@ -37,10 +37,12 @@ DEB_PACKAGES += libsystemd-dev systemd
 # TLS on the listeners (--certfile): libevent's OpenSSL bufferevents (the
 # library behind pkg-config's libevent_openssl; libevent-dev names it too),
 # and the openssl CLI that smoke 97-tls and test_tls make certificates and
-# drive s_client with.
+# drive s_client with (and the bench's tls part its certificate; its driver,
+# build/sse_load, is a TLS client through the same bufferevents).
 DEB_PACKAGES += libevent-openssl-2.1-7 openssl
 # HTTP/2 (h2 by ALPN over TLS, h2c with prior knowledge): libnghttp2-dev
-# drives the frames; nghttp2-client (nghttp, h2load) and python3-h2 are the
+# drives the frames (and the bench driver's client sessions, sse_load
+# --streams); nghttp2-client (nghttp, h2load) and python3-h2 are the
 # tests' clients (smoke 99-http2 writes hostile frame sequences with h2).
 DEB_PACKAGES += libnghttp2-dev nghttp2-client python3-h2
 # --config FILE: TOML, read with Debian's toml++.
