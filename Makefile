@@ -37,10 +37,12 @@ DEB_PACKAGES += libsystemd-dev systemd
 # TLS on the listeners (--certfile): libevent's OpenSSL bufferevents (the
 # library behind pkg-config's libevent_openssl; libevent-dev names it too),
 # and the openssl CLI that smoke 97-tls and test_tls make certificates and
-# drive s_client with.
+# drive s_client with (and the bench's tls part its certificate; its driver,
+# build/sse_load, is a TLS client through the same bufferevents).
 DEB_PACKAGES += libevent-openssl-2.1-7 openssl
 # HTTP/2 (h2 by ALPN over TLS, h2c with prior knowledge): libnghttp2-dev
-# drives the frames; nghttp2-client (nghttp, h2load) and python3-h2 are the
+# drives the frames (and the bench driver's client sessions, sse_load
+# --streams); nghttp2-client (nghttp, h2load) and python3-h2 are the
 # tests' clients (smoke 99-http2 writes hostile frame sequences with h2).
 DEB_PACKAGES += libnghttp2-dev nghttp2-client python3-h2
 # --config FILE: TOML, read with Debian's toml++.
@@ -241,22 +243,27 @@ sabotage-%: build
 # Not a test: m0serve's holds beside nchan's (nginx, two workers) and
 # Pushpin's (with its zurl), requests under wrk beside gunicorn (gthread),
 # uWSGI and nginx, Django's FileResponse of 1 MiB and 100 MiB files beside
-# gunicorn and uWSGI, and a mojo hold's head behind busy Python threads; each
-# server fresh, interleaved, BENCH_RUNS times; prints medians and ratios
-# against the targets, appends JSON lines to build/bench.jsonl (smoke/bench.py).
+# gunicorn and uWSGI, and a mojo hold's head behind busy Python threads;
+# holds over TLS and HTTP/2 beside nchan on nginx with `ssl http2`, and full
+# TLS handshakes a second (part tls); each server fresh, interleaved,
+# BENCH_RUNS times; prints medians and ratios against the targets, appends
+# JSON lines to build/bench.jsonl (smoke/bench.py).
 BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plugin-python3 wrk
 # 1000,5000,10000,19000 (the fd limit's reach) takes about an hour on 2
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head,publish,h2
+BENCH_PARTS    ?= holds,requests,files,head,publish,h2,tls
 BENCH_STORM    ?= 2000
+# The tls part's hold counts (nginx keeps about 50 KB a TLS hold).
+BENCH_TLS_HOLDS ?= 1000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
 
 bench: deps build fixtures-db bench-deps
 	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --parts $(BENCH_PARTS) \
-	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS) --storm-holds $(BENCH_STORM)
+	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS) --storm-holds $(BENCH_STORM) \
+	  --tls-holds $(BENCH_TLS_HOLDS)
 
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build

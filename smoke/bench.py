@@ -60,12 +60,22 @@ on the in-process bus and on Redis, with 0 and with 1000 holds listening and
 every event counted delivered; beside nchan's publish endpoint and Pushpin's.
 Alone: --parts publish (make bench BENCH_PARTS=publish).
 
+h2 (smoke/bench_h2.py): h2load on /native/hello over HTTP/1.1 and h2c; idle
+holds' RSS over HTTP/1.1 and h2c.
+
+tls (smoke/bench_tls.py): the steady (--tls-holds) and burst hold rows of
+m0-mojo and nchan over plain HTTP/1.1, TLS (ALPN http/1.1), TLS with h2 and
+h2c (--tls-streams holds a connection); an HTTP/2 hold's RSS against a plain
+one's; full TLS handshakes a second and the server's CPU a handshake beside
+nginx. Alone: --parts tls (make bench BENCH_PARTS=tls).
+
 JSON lines go to build/bench.jsonl, ratios and the head's times to
 build/figures.jsonl (smoke/emit.py).
 
     /usr/bin/python3 smoke/bench.py --holds 1000,5000 --runs 3
     /usr/bin/python3 smoke/bench.py --parts requests --runs 1
     /usr/bin/python3 smoke/bench.py --parts files --runs 1
+    /usr/bin/python3 smoke/bench.py --parts tls --tls-holds 1000 --runs 3
 """
 
 import argparse
@@ -85,13 +95,14 @@ import bench_files  # noqa: E402
 import bench_h2  # noqa: E402
 import bench_head  # noqa: E402
 import bench_publish  # noqa: E402
+import bench_tls  # noqa: E402
 import bench_wrk  # noqa: E402
 import emit  # noqa: E402
 from bench_pushpin import PushpinServer  # noqa: E402
-from bench_util import ROOT, fmt, free_ports, median, wait_port  # noqa: E402
+from bench_util import ROOT, fmt, free_ports, median, wait_port, with_descendants  # noqa: E402
 
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
-PARTS = ("holds", "requests", "files", "head", "publish", "h2")
+PARTS = ("holds", "requests", "files", "head", "publish", "h2", "tls")
 
 # measure -> (what, better, target, against): a ratio against that server's
 # figure, or (against None) the figure itself.
@@ -129,9 +140,14 @@ class Server:
     """One server under test, started fresh in its own temporary folder and
     stopped by its PID."""
 
-    def __init__(self, kind, binary, holds, tmp, history=None):
+    def __init__(self, kind, binary, holds, tmp, history=None, tls=None, streams=0):
+        """tls: (certificate, key, CA) for the streams' listener (the publish
+        endpoint stays plain HTTP/1.1); streams: HTTP/2, that many holds a
+        connection (h2 by ALPN over TLS, h2c with prior knowledge without)."""
         self.kind, self.tmp = kind, tmp
         self.port, self.pub_port, rport = free_ports(3)
+        scheme = "https" if tls else "http"
+        self.driver_args = (["--cafile", tls[2]] if tls else []) + (["--streams", str(streams)] if streams else [])
         key = secrets.token_hex(24)
         self.redis = None
         if kind == "m0-redis2":
@@ -151,6 +167,8 @@ class Server:
                    "--log-level", "warn"]
             if history:
                 cmd += ["--history", str(history)]
+            if tls:
+                cmd += ["--certfile", tls[0], "--keyfile", tls[1]]
             if kind == "m0-redis2":
                 cmd += ["--workers", "2", "--bus", "redis://127.0.0.1:%d/0" % rport,
                         "--mount", "/native=mojo"]
@@ -161,25 +179,41 @@ class Server:
                 self.url = "http://127.0.0.1:%d/hold?channel={ch}" % self.port
             else:
                 cmd += ["--mount", "/native=mojo"] + (["--loops", "1"] if kind == "m0-mojo-1loop" else [])
-                self.url = "http://127.0.0.1:%d/native/hold?channel={ch}" % self.port
+                self.url = "%s://127.0.0.1:%d/native/hold?channel={ch}" % (scheme, self.port)
+            self.hello_url = "%s://127.0.0.1:%d/native/hello" % (scheme, self.port)
             self.publish = ["--publish-url", "http://127.0.0.1:%d/publish" % self.pub_port,
                             "--publish-header", "Authorization: Bearer " + key,
                             "--publish-header", "Content-Type: application/json",
                             "--publish-body", '{"channel": "{ch}", "data": "{data}"}']
         else:
+            # Over TLS or HTTP/2 the publisher has a plain listener of its own.
+            listen = (" ssl" if tls else "") + (" http2" if tls or streams else "")
+            extra = ""
+            if listen:
+                extra = "listen 127.0.0.1:%d;" % self.pub_port
+            else:
+                self.pub_port = self.port
+            if tls:
+                extra += " ssl_certificate %s; ssl_certificate_key %s; ssl_protocols TLSv1.2 TLSv1.3;" % tls[:2]
             conf = os.path.join(tmp, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(NGINX_CONF % {"module": NCHAN_MODULE, "tmp": tmp, "port": self.port,
-                                      "conns": holds + 1024,
+                                      "conns": holds + 1024, "listen": listen, "extra": extra,
                                       "buffer": "nchan_message_buffer_length %d;" % history if history else ""})
             cmd = ["nginx", "-c", conf, "-p", tmp, "-g", "daemon off;"]
-            self.url = "http://127.0.0.1:%d/sub/{ch}" % self.port
-            self.publish = ["--publish-url", "http://127.0.0.1:%d/pub/{ch}" % self.port]
-            self.pub_port = self.port
+            self.url = "%s://127.0.0.1:%d/sub/{ch}" % (scheme, self.port)
+            self.hello_url = "%s://127.0.0.1:%d/hello" % (scheme, self.port)
+            self.publish = ["--publish-url", "http://127.0.0.1:%d/pub/{ch}" % self.pub_port]
         self.log = open(os.path.join(tmp, kind + ".log"), "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         wait_port(self.port, self.proc, kind)
+        if kind == "nchan":
+            # The master listens before it forks its two workers: the driver's
+            # first RSS must find them, or it measures the master alone.
+            deadline = time.monotonic() + 10
+            while len(with_descendants([self.proc.pid])) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def pids(self):
         """The processes whose RSS and CPU count: the server (with its
@@ -201,7 +235,9 @@ class Server:
 
 
 # nginx with nchan: two workers, as the reference; everything under the
-# temporary folder given with -p.
+# temporary folder given with -p. listen: the streams' listener's options
+# (" ssl http2", or ""), extra: the publisher's own listener and the
+# certificate when there are any; /hello answers the handshake loop.
 NGINX_CONF = """
 load_module %(module)s;
 worker_processes 2;
@@ -217,9 +253,11 @@ http {
     uwsgi_temp_path %(tmp)s/uwsgi;
     scgi_temp_path %(tmp)s/scgi;
     server {
-        listen 127.0.0.1:%(port)d;
+        listen 127.0.0.1:%(port)d%(listen)s;
+        %(extra)s
         location ~ ^/sub/(\\w+)$ { nchan_subscriber eventsource; nchan_channel_id $1; %(buffer)s }
         location ~ ^/pub/(\\w+)$ { nchan_publisher; nchan_channel_id $1; %(buffer)s }
+        location = /hello { return 200 "hello\\n"; }
     }
 }
 """
@@ -230,7 +268,7 @@ def drive(args, srv, holds, channels, mode):
            "--label", "%s-%s-%d" % (srv.kind, mode, holds)]
     for pid in srv.pids():
         cmd += ["--server-pid", str(pid)]
-    cmd += srv.publish
+    cmd += srv.publish + getattr(srv, "driver_args", [])
     if getattr(srv, "connecting", None):
         cmd += ["--connecting", str(srv.connecting)]
     if mode == "burst":
@@ -249,10 +287,10 @@ def drive(args, srv, holds, channels, mode):
     return fig
 
 
-def make_server(kind, binary, holds, tmp, history=None):
+def make_server(kind, binary, holds, tmp, history=None, **transport):
     if kind.startswith("pushpin"):
         return PushpinServer(kind, holds, tmp)
-    return Server(kind, binary, holds, tmp, history)
+    return Server(kind, binary, holds, tmp, history, **transport)
 
 
 def plan_servers(mode, servers):
@@ -449,6 +487,10 @@ def check_tools(parts, servers):
         need += [t for t in ("pushpin", "zurl", "condure", "redis-server") if not shutil.which(t)]
     if "h2" in parts and not shutil.which("h2load"):
         need.append("h2load")
+    if "tls" in parts:
+        if not os.path.exists(NCHAN_MODULE):
+            need.append(NCHAN_MODULE)
+        need += [t for t in ("nginx", "openssl") if not shutil.which(t)]
     if "requests" in parts and not shutil.which("nginx"):
         need.append("nginx")
     if need:
@@ -460,7 +502,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
     ap.add_argument("--parts", default=",".join(PARTS),
-                    help="holds, requests, files, head, publish, h2 (comma-separated)")
+                    help="holds, requests, files, head, publish, h2, tls (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
     ap.add_argument("--servers", default="m0-mojo,m0-mojo-1loop,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
                     help="the hold rows' servers: m0-mojo, m0-mojo-1loop (--loops 1), m0-django, m0-redis2 (--workers 2 --bus "
@@ -487,6 +529,11 @@ def main():
                     help="events a publish row sends with no holds (a tenth with holds)")
     ap.add_argument("--publish-batch", type=int, default=100, help="events a batch in the publish rows")
     ap.add_argument("--h2-requests", type=int, default=100000, help="h2load's -n in the h2 part")
+    ap.add_argument("--tls-holds", default="1000", help="comma-separated hold counts (steady) in the tls part")
+    ap.add_argument("--tls-transports", default="http/1.1,tls-h1,tls-h2,h2c",
+                    help="the tls part's transports: http/1.1, tls-h1, tls-h2, h2c")
+    ap.add_argument("--tls-streams", type=int, default=50, help="holds an HTTP/2 connection in the tls part")
+    ap.add_argument("--tls-handshakes", type=int, default=2000, help="connections in the tls part's handshake loop")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench.jsonl"))
     args = ap.parse_args()
     parts = args.parts.split(",")
@@ -504,6 +551,7 @@ def main():
         plan.append(("storm", args.storm_holds, 1))
     results = {}  # (part, ...) -> [figures]
     t0 = time.monotonic()
+    certs = bench_tls.Certs() if "tls" in parts else None
     with open(args.out, "a") as out, tempfile.TemporaryDirectory(prefix="m0bench-files-") as folder:
         digests = bench_files.make_files(folder) if "files" in parts else None
         for run in range(args.runs):
@@ -519,6 +567,8 @@ def main():
                 bench_publish.run(args, run, out, results, record, NGINX_CONF, NCHAN_MODULE)
             if "h2" in parts:
                 bench_h2.run(args, run, out, results, record)
+            if "tls" in parts:
+                bench_tls.run(args, run, out, results, record, drive, make_server, certs)
     if "holds" in parts:
         table_holds(args, plan, servers, results)
     if "requests" in parts:
@@ -531,6 +581,8 @@ def main():
         bench_publish.table(args, results, median, fmt)
     if "h2" in parts:
         bench_h2.table(args, results, median, fmt)
+    if "tls" in parts:
+        bench_tls.table(args, results, TARGETS, target_text)
     print("\nJSON lines: %s; %.0f s in all" % (args.out, time.monotonic() - t0))
 
 

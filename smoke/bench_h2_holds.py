@@ -2,8 +2,9 @@
 """bench_h2_holds: m0serve's memory per idle SSE hold over HTTP/2, against a
 plain HTTP/1.1 hold.
 
-Not a test and not part of `make bench` (sse_load speaks no HTTP/2): a
-figure measured by hand, as bench_tls_holds.py's. For each of HTTP/1.1 (a
+Not a test: idle holds on one loop, measured by hand as bench_tls_holds.py's
+(bench.py's part h2 runs it too); the tls part (smoke/bench_tls.py) measures
+holds over h2c and TLS+h2 under load, with sse_load, beside nchan. For each of HTTP/1.1 (a
 connection a hold) and h2c with prior knowledge (python3-h2, --streams
 holds a connection: a page's EventSources), a fresh m0serve (`--mount
 /native=mojo --realtime --loops 1`) is held N times on /native/hold (50

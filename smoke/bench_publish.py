@@ -81,7 +81,8 @@ class PublishServer:
             conf = os.path.join(tmp, "nginx.conf")
             with open(conf, "w") as f:
                 f.write(nginx_conf % {"module": nchan_module, "tmp": tmp, "port": port,
-                                      "conns": holds + 1024, "buffer": ""})
+                                      "conns": holds + 1024, "buffer": "",
+                                      "listen": "", "extra": ""})
             self._start(["nginx", "-c", conf, "-p", tmp, "-g", "daemon off;"], tmp, port)
             self.pub_port, self.path = port, "/sub/c"
             return

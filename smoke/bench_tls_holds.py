@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """bench_tls_holds: m0serve's memory per idle SSE hold, plain and over TLS.
 
-Not a test and not part of `make bench` (sse_load speaks no TLS): a figure
-measured by hand. For each of plain and TLS (1.3, and 1.2 with --tls12), a
+Not a test and not part of `make bench`: idle holds on one loop, measured by
+hand (bench.py's part tls, smoke/bench_tls.py, measures holds over TLS under
+load with sse_load, beside nchan). For each of plain and TLS (1.3, and 1.2 with --tls12), a
 fresh m0serve (`--mount /native=mojo --realtime --loops 1`, a self-signed
 certificate the openssl CLI makes) is held N times on /native/hold by
 Python ssl clients (50 first, to warm the allocator); the figure is the

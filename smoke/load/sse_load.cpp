@@ -25,9 +25,19 @@
 // are the server's RSS growth per stream and CPU per million replayed
 // deliveries, and each stream's catch-up time (its connect to its last
 // event) as p50/p99/max.
+// Over TLS (an https:// --url: OpenSSL through libevent's OpenSSL
+// bufferevents, the server's certificate verified against --cafile, ALPN
+// http/1.1) and over HTTP/2 (--streams N: N streams a connection, as a
+// page's EventSources share one; libnghttp2's client session, h2 by ALPN over
+// TLS, h2c with prior knowledge over plain TCP; sse_h2.cpp) the streams are
+// read alike: each transport reports a stream's status, its decoded body and
+// its end (stream_head, stream_data, stream_gone). The publisher speaks
+// HTTP/1.1. --handshakes N measures full TLS handshakes a second instead
+// (sse_tls.cpp).
 // Everything runs on the one thread.
+#include "sse_load.hpp"
+
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -45,17 +55,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace {
+namespace sse {
 
 constexpr const char* kUsage = R"(usage: sse_load --url URL --publish-url URL [options]
-  --url URL              the stream, http://127.0.0.1:PORT/PATH; {ch} is a channel name
+  --url URL              the stream, http(s)://127.0.0.1:PORT/PATH; {ch} is a channel name
+  --cafile PEM           https://: the CA the server's certificate is verified against
+  --streams N            HTTP/2, N streams a connection (h2 by ALPN over https://,
+                         h2c with prior knowledge over http://; default 0: HTTP/1.1)
+  --handshakes N         instead: N connections, --connecting at a time, each a full
+                         TLS handshake and one GET of --url (Connection: close)
   --holds N              streams to open (default 1000)
   --channels K           channel names bench0..bench(K-1), round robin (default 1)
   --connecting N         connections opening at once (default 500)
@@ -88,19 +101,21 @@ int64_t now_ns() {
     return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-struct Url {
-    std::string host, path;
-    uint16_t port = 80;
-};
-
 Url parse_url(const std::string& flag, const std::string& s) {
     http_parser_url u;
     http_parser_url_init(&u);
     if (http_parser_parse_url(s.data(), s.size(), 0, &u) != 0 || !(u.field_set & (1 << UF_HOST)))
-        die(flag + " wants http://HOST:PORT/PATH, got '" + s + "'");
+        die(flag + " wants http(s)://HOST:PORT/PATH, got '" + s + "'");
     Url out;
+    const std::string scheme =
+        (u.field_set & (1 << UF_SCHEMA))
+            ? s.substr(u.field_data[UF_SCHEMA].off, u.field_data[UF_SCHEMA].len)
+            : "http";
+    if (scheme != "http" && scheme != "https")
+        die(flag + " wants http:// or https://, got '" + s + "'");
+    out.tls = scheme == "https";
     out.host = s.substr(u.field_data[UF_HOST].off, u.field_data[UF_HOST].len);
-    out.port = (u.field_set & (1 << UF_PORT)) ? u.port : 80;
+    out.port = (u.field_set & (1 << UF_PORT)) ? u.port : (out.tls ? 443 : 80);
     size_t from = (u.field_set & (1 << UF_PATH)) ? u.field_data[UF_PATH].off : s.size();
     out.path = from < s.size() ? s.substr(from) : "/";
     return out;
@@ -112,127 +127,7 @@ std::string replace_all(std::string s, std::string_view what, std::string_view w
     return s;
 }
 
-// ---- /proc: a server's processes, their RSS and CPU ------------------------
-
-std::vector<int> with_descendants(const std::vector<int>& roots) {
-    std::vector<std::pair<int, int>> parent;  // pid, ppid
-    if (DIR* d = opendir("/proc")) {
-        while (dirent* e = readdir(d)) {
-            int pid = std::atoi(e->d_name);
-            if (pid <= 0) continue;
-            std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-            std::string line;
-            if (!std::getline(f, line)) continue;
-            size_t close = line.rfind(')');
-            if (close == std::string::npos) continue;
-            std::istringstream rest(line.substr(close + 2));
-            char state;
-            int ppid = 0;
-            rest >> state >> ppid;
-            parent.emplace_back(pid, ppid);
-        }
-        closedir(d);
-    }
-    std::vector<int> all = roots;
-    for (size_t i = 0; i < all.size(); ++i)
-        for (auto [pid, ppid] : parent)
-            if (ppid == all[i] && std::find(all.begin(), all.end(), pid) == all.end())
-                all.push_back(pid);
-    return all;
-}
-
-int64_t rss_bytes(const std::vector<int>& pids) {
-    int64_t sum = 0;
-    for (int pid : pids) {
-        std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-        for (std::string line; std::getline(f, line);)
-            if (line.rfind("VmRSS:", 0) == 0) sum += std::atoll(line.c_str() + 6) * 1024;
-    }
-    return sum;
-}
-
-double cpu_seconds(const std::vector<int>& pids) {
-    double sum = 0;
-    const double tick = double(sysconf(_SC_CLK_TCK));
-    for (int pid : pids) {
-        std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-        std::string line;
-        if (!std::getline(f, line)) continue;
-        std::istringstream rest(line.substr(line.rfind(')') + 2));
-        std::string field;
-        for (int i = 3; i <= 15 && rest >> field; ++i)
-            if (i == 14 || i == 15) sum += std::atof(field.c_str()) / tick;  // utime, stime
-    }
-    return sum;
-}
-
-// This process's own CPU seconds (user and system): what reading the
-// deliveries costs the driver, on the same cores as the server.
-double own_cpu_seconds() {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-           double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
 // ---- the run -----------------------------------------------------------
-
-struct Options {
-    std::string url, publish_url, publish_body = "{data}", label;
-    std::vector<std::string> publish_headers;
-    int holds = 1000, channels = 1, connecting = 500, sources = 0;
-    double rate = 20, seconds = 10, open_timeout = 60, drain_timeout = 5;
-    int burst = 0, storm = 0, pad = 0;
-    std::vector<int> server_pids;
-};
-
-struct Run;
-
-// One HTTP/1.1 client connection: a stream, or the publisher.
-struct Conn {
-    Run* run = nullptr;
-    bufferevent* bev = nullptr;
-    http_parser parser{};
-    int index = -1;  // the hold's number; -1: the publisher
-    int channel = 0;
-    bool open = false, failed = false;
-    std::string line;  // a partial body line
-    std::vector<bool> seen;
-    uint64_t last_seq = 0;
-    // --storm: the current event's `id:` line; events seen; when it connected.
-    std::string block_id;
-    int got = 0;
-    int64_t connect_ns = 0;
-};
-
-struct Run {
-    Options o;
-    Url stream, publish;
-    event_base* base = nullptr;
-    std::vector<std::unique_ptr<Conn>> holds;
-    std::unique_ptr<Conn> publisher;
-    int next_to_open = 0, connecting = 0, opened = 0, failed = 0, dropped = 0;
-    int64_t open_deadline = 0;
-    // Publishing.
-    int total_events = 0, published = 0, answered = 0, publish_errors = 0;
-    std::vector<int> per_channel;  // events published on each channel
-    bool publish_pending = false;
-    bool publisher_closing = false;  // the last answer said Connection: close
-    int64_t first_publish = 0, last_delivery = 0, last_progress = 0;
-    // Deliveries.
-    uint64_t delivered = 0, duplicates = 0, out_of_order = 0, foreign = 0;
-    std::vector<uint32_t> latency_us;
-    std::vector<int> pids;
-    double cpu_before = 0;
-    double own_cpu_before = 0;  // own_cpu_seconds() when publishing began
-    int64_t rss_before = 0, rss_holds = 0;
-    event* tick = nullptr;
-    // --storm: the stream that reads the events first, the id of the first,
-    // and when the other streams began to open.
-    std::unique_ptr<Conn> probe;
-    std::string first_id;
-    int64_t storm_start = 0, rss_peak = 0;
-};
 
 constexpr int kProbe = -2;  // Conn::index of the --storm probe; -1: the publisher
 
@@ -245,45 +140,48 @@ void start_storm(Run& r);
 
 void publish_next(Run& r);
 
-int on_headers_complete(http_parser* p) {
-    auto* c = static_cast<Conn*>(p->data);
-    if (c->index == kProbe) {
-        if (p->status_code != 200)
-            die("--storm: the first stream was answered " + std::to_string(p->status_code));
-        c->open = true;
-        publish_next(*c->run);
-        return 0;
+void stream_head(Conn& c, int status) {
+    if (c.index == kProbe) {
+        if (status != 200) die("--storm: the first stream was answered " + std::to_string(status));
+        c.open = true;
+        publish_next(*c.run);
+        return;
     }
-    if (c->index >= 0) {
-        if (p->status_code == 200) {
-            c->open = true;
-            c->run->opened++;
-        } else {
-            // Refused: counted now, as a server may keep the connection
-            // open after its error answer (Pushpin's 502 does).
-            c->failed = true;
-            c->run->failed++;
+    if (c.index < 0 || c.open || c.failed) return;
+    if (status == 200) {
+        c.open = true;
+        c.run->opened++;
+    } else {
+        // Refused: counted now, as a server may keep the connection
+        // open after its error answer (Pushpin's 502 does).
+        c.failed = true;
+        c.run->failed++;
+    }
+    c.run->connecting--;
+}
+
+void stream_data(Conn& c, std::string_view chunk) {
+    if (c.index == -1) return;
+    while (!chunk.empty()) {
+        size_t lf = chunk.find('\n');
+        if (lf == std::string_view::npos) {
+            c.line.append(chunk);
+            break;
         }
-        c->run->connecting--;
+        c.line.append(chunk.substr(0, lf));
+        on_body_line(c, c.line);
+        c.line.clear();
+        chunk.remove_prefix(lf + 1);
     }
+}
+
+int on_headers_complete(http_parser* p) {
+    stream_head(*static_cast<Conn*>(p->data), int(p->status_code));
     return 0;
 }
 
 int on_body(http_parser* p, const char* at, size_t n) {
-    auto* c = static_cast<Conn*>(p->data);
-    if (c->index == -1) return 0;
-    std::string_view chunk(at, n);
-    while (!chunk.empty()) {
-        size_t lf = chunk.find('\n');
-        if (lf == std::string_view::npos) {
-            c->line.append(chunk);
-            break;
-        }
-        c->line.append(chunk.substr(0, lf));
-        on_body_line(*c, c->line);
-        c->line.clear();
-        chunk.remove_prefix(lf + 1);
-    }
+    stream_data(*static_cast<Conn*>(p->data), std::string_view(at, n));
     return 0;
 }
 
@@ -395,31 +293,37 @@ void on_read(bufferevent* bev, void* arg) {
     }
 }
 
-void on_event(bufferevent*, short what, void* arg) {
-    auto* c = static_cast<Conn*>(arg);
-    if (what & BEV_EVENT_CONNECTED) return;
-    Run& r = *c->run;
-    if (c->index >= 0) {
+void stream_gone(Conn& c) {
+    Run& r = *c.run;
+    if (c.index >= 0) {
         // A stream that closes after its head is dropped: it still counts in
         // what was expected, so the run reports what it missed.
-        if (c->open) {
+        if (c.open) {
             r.dropped++;
-        } else if (!c->failed) {
+        } else if (!c.failed) {
             r.connecting--;
             r.failed++;
         }
-        c->failed = true;
-        bufferevent_free(c->bev);
-        c->bev = nullptr;
+        c.failed = true;
         open_more(r);
     } else {
         std::fprintf(stderr, "sse_load: the %s's connection closed\n",
-                     c->index == kProbe ? "first stream" : "publisher");
+                     c.index == kProbe ? "first stream" : "publisher");
         event_base_loopbreak(r.base);
     }
 }
 
-bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
+void on_event(bufferevent*, short what, void* arg) {
+    auto* c = static_cast<Conn*>(arg);
+    if (what & BEV_EVENT_CONNECTED) return;
+    if (c->index >= 0) {
+        bufferevent_free(c->bev);
+        c->bev = nullptr;
+    }
+    stream_gone(*c);
+}
+
+bufferevent* dial(Run& r, const Url& u, int source, SSL_CTX* ctx) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die(std::string("socket: ") + std::strerror(errno));
     sockaddr_in src{};
@@ -437,20 +341,37 @@ bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
     dst.sin_port = htons(u.port);
     if (inet_pton(AF_INET, u.host.c_str(), &dst.sin_addr) != 1)
         die("the host must be an IPv4 address, got '" + u.host + "'");
+    if (u.tls) {
+        // OpenSSL's first write waits for the connect (EAGAIN until it is done).
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0 &&
+            errno != EINPROGRESS)
+            die(std::string("connect: ") + std::strerror(errno));
+        return tls_bufferevent(r.base, fd, ctx, u.host);
+    }
     bufferevent* bev = bufferevent_socket_new(r.base, fd, BEV_OPT_CLOSE_ON_FREE);
-    bufferevent_setcb(bev, on_read, nullptr, on_event, c);
-    bufferevent_enable(bev, EV_READ);
     if (bufferevent_socket_connect(bev, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0)
         die(std::string("connect: ") + std::strerror(errno));
     return bev;
 }
 
+// An HTTP/1.1 connection for c (a stream, the probe or the publisher).
+bufferevent* connect_to(Run& r, const Url& u, int source, Conn* c) {
+    bufferevent* bev = dial(r, u, source, r.tls_h1);
+    bufferevent_setcb(bev, on_read, nullptr, on_event, c);
+    bufferevent_enable(bev, EV_READ);
+    return bev;
+}
+
 std::string channel_name(int i) { return "bench" + std::to_string(i); }
+
+std::string stream_path(const Run& r, int channel) {
+    return replace_all(r.stream.path, "{ch}", channel_name(channel));
+}
 
 // The GET that opens a stream on `channel`; with `last_id`, resuming after it.
 std::string stream_request(const Run& r, int channel, const std::string& last_id = {}) {
-    std::string req = "GET " + replace_all(r.stream.path, "{ch}", channel_name(channel)) +
-                      " HTTP/1.1\r\nHost: " + r.stream.host + "\r\nAccept: text/event-stream\r\n";
+    std::string req = "GET " + stream_path(r, channel) + " HTTP/1.1\r\nHost: " + r.stream.host +
+                      "\r\nAccept: text/event-stream\r\n";
     if (!last_id.empty()) req += "Last-Event-ID: " + last_id + "\r\n";
     return req + "\r\n";
 }
@@ -458,19 +379,29 @@ std::string stream_request(const Run& r, int channel, const std::string& last_id
 void open_more(Run& r) {
     if (r.o.storm > 0 && !r.storm_start) return;  // the probe first
     while (r.connecting < r.o.connecting && r.next_to_open < r.o.holds) {
-        int i = r.next_to_open++;
-        auto c = std::make_unique<Conn>();
-        c->run = &r;
-        c->index = i;
-        c->channel = i % r.o.channels;
-        http_parser_init(&c->parser, HTTP_RESPONSE);
-        c->parser.data = c.get();
-        c->bev = connect_to(r, r.stream, i % r.o.sources, c.get());
-        const std::string req = stream_request(r, c->channel, r.first_id);
-        c->connect_ns = now_ns();
-        bufferevent_write(c->bev, req.data(), req.size());
-        r.connecting++;
-        r.holds.push_back(std::move(c));
+        // HTTP/2: the next --streams holds share one connection.
+        const int k = r.o.streams > 0 ? std::min(r.o.streams, r.o.holds - r.next_to_open) : 1;
+        std::vector<Conn*> batch;
+        for (int j = 0; j < k; ++j) {
+            auto c = std::make_unique<Conn>();
+            c->run = &r;
+            c->index = r.next_to_open++;
+            c->channel = c->index % r.o.channels;
+            c->connect_ns = now_ns();
+            batch.push_back(c.get());
+            r.holds.push_back(std::move(c));
+        }
+        r.connecting += k;
+        if (r.o.streams > 0) {
+            h2_open(r, batch, (batch[0]->index / r.o.streams) % r.o.sources);
+            continue;
+        }
+        Conn& c = *batch[0];
+        http_parser_init(&c.parser, HTTP_RESPONSE);
+        c.parser.data = &c;
+        c.bev = connect_to(r, r.stream, c.index % r.o.sources, &c);
+        const std::string req = stream_request(r, c.channel, r.first_id);
+        bufferevent_write(c.bev, req.data(), req.size());
     }
 }
 
@@ -645,10 +576,17 @@ Options parse(int argc, char** argv) {
             o.drain_timeout = parse_double(a, v);
         else if (a == "--label")
             o.label = v;
+        else if (a == "--cafile")
+            o.cafile = v;
+        else if (a == "--streams")
+            o.streams = parse_int(a, v, 1, 10000);
+        else if (a == "--handshakes")
+            o.handshakes = parse_int(a, v, 1, 10000000);
         else
             die("unknown option '" + a + "' (see --help)");
     }
-    if (o.url.empty() || o.publish_url.empty()) die("--url and --publish-url are required");
+    if (o.url.empty() || (o.publish_url.empty() && o.handshakes == 0))
+        die("--url and --publish-url are required");
     if (o.storm > 0 && (o.burst > 0 || o.channels != 1))
         die("--storm is one channel, and not with --burst");
     if (o.sources == 0) o.sources = (o.holds + 24999) / 25000;
@@ -672,16 +610,26 @@ std::string json_escape(const std::string& s) {
     return out;
 }
 
-}  // namespace
+}  // namespace sse
+
+using namespace sse;
 
 int main(int argc, char** argv) {
     static Run r;
     r.o = parse(argc, argv);
     r.stream = parse_url("--url", r.o.url);
-    r.publish = parse_url("--publish-url", r.o.publish_url);
+    if (r.o.handshakes == 0) r.publish = parse_url("--publish-url", r.o.publish_url);
+    if (r.stream.tls || r.publish.tls) {
+        if (r.o.cafile.empty()) die("an https:// URL wants --cafile (the server's CA)");
+        r.tls_h1 = tls_client_ctx(r.o.cafile, "http/1.1");
+        r.tls_h2 = tls_client_ctx(r.o.cafile, "h2");
+    } else if (r.o.handshakes > 0) {
+        die("--handshakes wants an https:// --url");
+    }
     raise_fd_limit();
     r.base = event_base_new();
     r.pids = with_descendants(r.o.server_pids);
+    if (r.o.handshakes > 0) return run_handshakes(r);
     r.rss_before = rss_bytes(r.pids);
     r.open_deadline = now_ns() + int64_t(r.o.open_timeout * 1e9);
     r.holds.reserve(size_t(r.o.holds));
