@@ -32,7 +32,8 @@
 // TLS, h2c with prior knowledge over plain TCP; sse_h2.cpp) the streams are
 // read alike: each transport reports a stream's status, its decoded body and
 // its end (stream_head, stream_data, stream_gone). The publisher speaks
-// HTTP/1.1. --handshakes N measures full TLS handshakes a second instead
+// HTTP/1.1. A ws:// --url holds WebSockets (sse_ws.cpp), each text message
+// one event. --handshakes N measures full TLS handshakes a second instead
 // (sse_tls.cpp).
 // Everything runs on the one thread.
 #include "sse_load.hpp"
@@ -63,7 +64,8 @@
 namespace sse {
 
 constexpr const char* kUsage = R"(usage: sse_load --url URL --publish-url URL [options]
-  --url URL              the stream, http(s)://127.0.0.1:PORT/PATH; {ch} is a channel name
+  --url URL              the stream, http(s)://127.0.0.1:PORT/PATH; {ch} is a channel name;
+                         ws(s)://: a WebSocket, each text message an event
   --cafile PEM           https://: the CA the server's certificate is verified against
   --streams N            HTTP/2, N streams a connection (h2 by ALPN over https://,
                          h2c with prior knowledge over http://; default 0: HTTP/1.1)
@@ -111,9 +113,10 @@ Url parse_url(const std::string& flag, const std::string& s) {
         (u.field_set & (1 << UF_SCHEMA))
             ? s.substr(u.field_data[UF_SCHEMA].off, u.field_data[UF_SCHEMA].len)
             : "http";
-    if (scheme != "http" && scheme != "https")
-        die(flag + " wants http:// or https://, got '" + s + "'");
-    out.tls = scheme == "https";
+    if (scheme != "http" && scheme != "https" && scheme != "ws" && scheme != "wss")
+        die(flag + " wants http(s):// or ws(s)://, got '" + s + "'");
+    out.tls = scheme == "https" || scheme == "wss";
+    out.ws = scheme == "ws" || scheme == "wss";
     out.host = s.substr(u.field_data[UF_HOST].off, u.field_data[UF_HOST].len);
     out.port = (u.field_set & (1 << UF_PORT)) ? u.port : (out.tls ? 443 : 80);
     size_t from = (u.field_set & (1 << UF_PATH)) ? u.field_data[UF_PATH].off : s.size();
@@ -212,7 +215,6 @@ const http_parser_settings kSettings = [] {
 
 // A data line: `data: seq=N t=NS` (or with the publisher's own framing).
 void on_body_line(Conn& c, std::string_view line) {
-    Run& r = *c.run;
     if (line.rfind("id:", 0) == 0) {
         line.remove_prefix(3);
         if (!line.empty() && line.front() == ' ') line.remove_prefix(1);
@@ -220,8 +222,14 @@ void on_body_line(Conn& c, std::string_view line) {
         c.block_id = line;
         return;
     }
+    if (line.rfind("data:", 0) == 0) stream_event(c, line);
+}
+
+// An event's data: an SSE data line, or a WebSocket message (JSON or not).
+void stream_event(Conn& c, std::string_view line) {
+    Run& r = *c.run;
     size_t at = line.find("seq=");
-    if (line.rfind("data:", 0) != 0 || at == std::string_view::npos) return;
+    if (at == std::string_view::npos) return;
     uint64_t seq = 0;
     int64_t t = 0;
     const char* end = line.data() + line.size();
@@ -397,6 +405,10 @@ void open_more(Run& r) {
             continue;
         }
         Conn& c = *batch[0];
+        if (r.stream.ws) {
+            ws_open(r, c, c.index % r.o.sources);
+            continue;
+        }
         http_parser_init(&c.parser, HTTP_RESPONSE);
         c.parser.data = &c;
         c.bev = connect_to(r, r.stream, c.index % r.o.sources, &c);
@@ -587,6 +599,8 @@ Options parse(int argc, char** argv) {
     }
     if (o.url.empty() || (o.publish_url.empty() && o.handshakes == 0))
         die("--url and --publish-url are required");
+    if ((o.storm > 0 || o.streams > 0) && o.url.rfind("ws", 0) == 0)
+        die("a ws:// --url takes neither --storm nor --streams");
     if (o.storm > 0 && (o.burst > 0 || o.channels != 1))
         die("--storm is one channel, and not with --burst");
     if (o.sources == 0) o.sources = (o.holds + 24999) / 25000;

@@ -1,5 +1,6 @@
 // sse_load's parts: the run's state (sse_load.cpp), TLS (sse_tls.cpp), the
-// HTTP/2 client session (sse_h2.cpp) and /proc (sse_proc.cpp). Everything
+// HTTP/2 client session (sse_h2.cpp), WebSocket (sse_ws.cpp) and /proc
+// (sse_proc.cpp). Everything
 // runs on the one thread of the one libevent loop; no state here is shared
 // with another thread.
 #pragma once
@@ -23,7 +24,8 @@ int64_t now_ns();
 struct Url {
     std::string host, path;
     uint16_t port = 80;
-    bool tls = false;  // https://
+    bool tls = false;  // https:// or wss://
+    bool ws = false;   // ws:// or wss://
 };
 
 struct Options {
@@ -39,6 +41,7 @@ struct Options {
 
 struct Run;
 struct H2Link;  // one HTTP/2 connection and its streams (sse_h2.cpp)
+struct WsLink;  // one WebSocket's handshake and wslay context (sse_ws.cpp)
 
 // One client stream: an HTTP/1.1 connection (a stream, or the publisher),
 // or with --streams one stream of an H2Link.
@@ -47,6 +50,7 @@ struct Conn {
     bufferevent* bev = nullptr;  // HTTP/1.1 only
     http_parser parser{};
     H2Link* h2 = nullptr;  // HTTP/2: its connection, until the stream is gone
+    WsLink* ws = nullptr;  // WebSocket: its link, until the connection is gone
     int index = -1;        // the hold's number; -1: the publisher
     int channel = 0;
     bool open = false, failed = false;
@@ -93,6 +97,7 @@ struct Run {
 // sse_load.cpp: what a stream's transport reports, whichever it is.
 void stream_head(Conn& c, int status);              // the answer's status
 void stream_data(Conn& c, std::string_view chunk);  // body bytes, decoded
+void stream_event(Conn& c, std::string_view text);  // one event's data (`seq=N t=NS` in it)
 void stream_gone(Conn& c);                          // closed or reset
 std::string stream_path(const Run& r, int channel);
 // A connected socket from source address 127.0.0.(1+source) to u, TLS when
@@ -122,5 +127,8 @@ int run_handshakes(Run& r);
 // sse_h2.cpp: one connection carrying `streams` (each Conn's index and
 // channel set), the requests sent once it is open.
 void h2_open(Run& r, const std::vector<Conn*>& streams, int source);
+
+// sse_ws.cpp: the hold c (its index and channel set) as a WebSocket.
+void ws_open(Run& r, Conn& c, int source);
 
 }  // namespace sse
