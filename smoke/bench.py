@@ -69,6 +69,12 @@ h2c (--tls-streams holds a connection); an HTTP/2 hold's RSS against a plain
 one's; full TLS handshakes a second and the server's CPU a handshake beside
 nginx. Alone: --parts tls (make bench BENCH_PARTS=tls).
 
+ws (smoke/bench_ws.py): the steady (--ws-holds) and burst hold rows with
+WebSocket subscribers, m0serve's /native/ws beside nchan's websocket
+subscriber, and both servers' SSE holds in the same run: a WebSocket
+subscriber's cost against an SSE hold's. Alone: --parts ws (make bench
+BENCH_PARTS=ws).
+
 JSON lines go to build/bench.jsonl, ratios and the head's times to
 build/figures.jsonl (smoke/emit.py).
 
@@ -76,6 +82,7 @@ build/figures.jsonl (smoke/emit.py).
     /usr/bin/python3 smoke/bench.py --parts requests --runs 1
     /usr/bin/python3 smoke/bench.py --parts files --runs 1
     /usr/bin/python3 smoke/bench.py --parts tls --tls-holds 1000 --runs 3
+    /usr/bin/python3 smoke/bench.py --parts ws --ws-holds 1000 --runs 3
 """
 
 import argparse
@@ -97,12 +104,13 @@ import bench_head  # noqa: E402
 import bench_publish  # noqa: E402
 import bench_tls  # noqa: E402
 import bench_wrk  # noqa: E402
+import bench_ws  # noqa: E402
 import emit  # noqa: E402
 from bench_pushpin import PushpinServer  # noqa: E402
 from bench_util import ROOT, fmt, free_ports, median, wait_port, with_descendants  # noqa: E402
 
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
-PARTS = ("holds", "requests", "files", "head", "publish", "h2", "tls")
+PARTS = ("holds", "requests", "files", "head", "publish", "h2", "tls", "ws")
 
 # measure -> (what, better, target, against): a ratio against that server's
 # figure, or (against None) the figure itself.
@@ -140,13 +148,15 @@ class Server:
     """One server under test, started fresh in its own temporary folder and
     stopped by its PID."""
 
-    def __init__(self, kind, binary, holds, tmp, history=None, tls=None, streams=0):
+    def __init__(self, kind, binary, holds, tmp, history=None, tls=None, streams=0, ws=False):
         """tls: (certificate, key, CA) for the streams' listener (the publish
         endpoint stays plain HTTP/1.1); streams: HTTP/2, that many holds a
-        connection (h2 by ALPN over TLS, h2c with prior knowledge without)."""
+        connection (h2 by ALPN over TLS, h2c with prior knowledge without);
+        ws: the holds are WebSockets (m0serve's /native/ws, nchan's
+        websocket subscriber)."""
         self.kind, self.tmp = kind, tmp
         self.port, self.pub_port, rport = free_ports(3)
-        scheme = "https" if tls else "http"
+        scheme = ("wss" if tls else "ws") if ws else ("https" if tls else "http")
         self.driver_args = (["--cafile", tls[2]] if tls else []) + (["--streams", str(streams)] if streams else [])
         key = secrets.token_hex(24)
         self.redis = None
@@ -179,7 +189,7 @@ class Server:
                 self.url = "http://127.0.0.1:%d/hold?channel={ch}" % self.port
             else:
                 cmd += ["--mount", "/native=mojo"] + (["--loops", "1"] if kind == "m0-mojo-1loop" else [])
-                self.url = "%s://127.0.0.1:%d/native/hold?channel={ch}" % (scheme, self.port)
+                self.url = "%s://127.0.0.1:%d/native/%s?channel={ch}" % (scheme, self.port, "ws" if ws else "hold")
             self.hello_url = "%s://127.0.0.1:%d/native/hello" % (scheme, self.port)
             self.publish = ["--publish-url", "http://127.0.0.1:%d/publish" % self.pub_port,
                             "--publish-header", "Authorization: Bearer " + key,
@@ -201,7 +211,7 @@ class Server:
                                       "conns": holds + 1024, "listen": listen, "extra": extra,
                                       "buffer": "nchan_message_buffer_length %d;" % history if history else ""})
             cmd = ["nginx", "-c", conf, "-p", tmp, "-g", "daemon off;"]
-            self.url = "%s://127.0.0.1:%d/sub/{ch}" % (scheme, self.port)
+            self.url = "%s://127.0.0.1:%d/%s/{ch}" % (scheme, self.port, "ws" if ws else "sub")
             self.hello_url = "%s://127.0.0.1:%d/hello" % (scheme, self.port)
             self.publish = ["--publish-url", "http://127.0.0.1:%d/pub/{ch}" % self.pub_port]
         self.log = open(os.path.join(tmp, kind + ".log"), "wb")
@@ -236,7 +246,7 @@ class Server:
 
 # nginx with nchan: two workers, as the reference; everything under the
 # temporary folder given with -p. listen: the streams' listener's options
-# (" ssl http2", or ""), extra: the publisher's own listener and the
+# (" ssl http2", or ""), /ws/ the WebSocket subscribers', extra: the publisher's own listener and the
 # certificate when there are any; /hello answers the handshake loop.
 NGINX_CONF = """
 load_module %(module)s;
@@ -256,6 +266,7 @@ http {
         listen 127.0.0.1:%(port)d%(listen)s;
         %(extra)s
         location ~ ^/sub/(\\w+)$ { nchan_subscriber eventsource; nchan_channel_id $1; %(buffer)s }
+        location ~ ^/ws/(\\w+)$ { nchan_subscriber websocket; nchan_channel_id $1; %(buffer)s }
         location ~ ^/pub/(\\w+)$ { nchan_publisher; nchan_channel_id $1; %(buffer)s }
         location = /hello { return 200 "hello\\n"; }
     }
@@ -487,7 +498,7 @@ def check_tools(parts, servers):
         need += [t for t in ("pushpin", "zurl", "condure", "redis-server") if not shutil.which(t)]
     if "h2" in parts and not shutil.which("h2load"):
         need.append("h2load")
-    if "tls" in parts:
+    if "tls" in parts or "ws" in parts:
         if not os.path.exists(NCHAN_MODULE):
             need.append(NCHAN_MODULE)
         need += [t for t in ("nginx", "openssl") if not shutil.which(t)]
@@ -502,7 +513,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
     ap.add_argument("--parts", default=",".join(PARTS),
-                    help="holds, requests, files, head, publish, h2, tls (comma-separated)")
+                    help="holds, requests, files, head, publish, h2, tls, ws (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
     ap.add_argument("--servers", default="m0-mojo,m0-mojo-1loop,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
                     help="the hold rows' servers: m0-mojo, m0-mojo-1loop (--loops 1), m0-django, m0-redis2 (--workers 2 --bus "
@@ -534,6 +545,7 @@ def main():
                     help="the tls part's transports: http/1.1, tls-h1, tls-h2, h2c")
     ap.add_argument("--tls-streams", type=int, default=50, help="holds an HTTP/2 connection in the tls part")
     ap.add_argument("--tls-handshakes", type=int, default=2000, help="connections in the tls part's handshake loop")
+    ap.add_argument("--ws-holds", default="1000", help="comma-separated hold counts (steady) in the ws part")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench.jsonl"))
     args = ap.parse_args()
     parts = args.parts.split(",")
@@ -569,6 +581,8 @@ def main():
                 bench_h2.run(args, run, out, results, record)
             if "tls" in parts:
                 bench_tls.run(args, run, out, results, record, drive, make_server, certs)
+            if "ws" in parts:
+                bench_ws.run(args, run, out, results, record, drive, make_server)
     if "holds" in parts:
         table_holds(args, plan, servers, results)
     if "requests" in parts:
@@ -583,6 +597,8 @@ def main():
         bench_h2.table(args, results, median, fmt)
     if "tls" in parts:
         bench_tls.table(args, results, TARGETS, target_text)
+    if "ws" in parts:
+        bench_ws.table(args, results, TARGETS, target_text)
     print("\nJSON lines: %s; %.0f s in all" % (args.out, time.monotonic() - t0))
 
 

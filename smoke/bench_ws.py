@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""bench_ws: WebSocket subscribers beside nchan's (bench.py's part `ws`:
+`make bench BENCH_PARTS=ws`, or
+`/usr/bin/python3 smoke/bench.py --parts ws --ws-holds 1000 --runs 3`).
+
+The hold rows as the holds part runs them (build/sse_load: steady,
+--ws-holds N holds on 10 channels at 20 events/s; burst, 1000 holds on one
+channel, 1000 events back to back), with each hold a WebSocket: the driver's
+ws:// --url (smoke/load/sse_ws.cpp: the RFC 6455 handshake, frames through
+libwslay, no permessage-deflate offered, each text message one event).
+
+    m0-ws     m0serve's mojo /native/ws?channel=CH (the default loops):
+              each event a JSON message {"id", "event", "data"}
+    nchan-ws  nchan's `nchan_subscriber websocket` on nginx (two workers):
+              each event its data alone
+    m0-sse    m0serve's mojo /native/hold, the SSE hold, in the same run
+    nchan-sse nchan's eventsource subscriber, in the same run
+
+Both publish over HTTP/1.1 as in the holds part (m0serve's admin API,
+nchan's publisher location). The table gives m0-ws / nchan-ws against the
+SSE rows' targets, and a WebSocket subscriber's RSS and CPU against an SSE
+hold's on the same server (m0serve's target: at most 1.2 times).
+
+Pushpin's WebSocket-over-HTTP is not among the rows: it needs a backend
+answering Pushpin's WebSocket-events POSTs with a subscription, which the
+bench does not run yet.
+"""
+
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import emit  # noqa: E402
+from bench_util import fmt, median  # noqa: E402
+
+# row -> (the server bench.py starts, WebSocket or not)
+ROWS = {"nchan-ws": ("nchan", True), "m0-ws": ("m0-mojo", True),
+        "nchan-sse": ("nchan", False), "m0-sse": ("m0-mojo", False)}
+WS_OVER_SSE_TARGET = 1.2  # a WebSocket subscriber's RSS over an SSE hold's, m0serve
+
+
+def plan(args):
+    return [("steady", int(h), 10) for h in args.ws_holds.split(",")] + [("burst", 1000, 1)]
+
+
+def run(args, run_no, out, results, record, drive, make_server):
+    for mode, holds, channels in plan(args):
+        for row, (kind, ws) in ROWS.items():
+            with tempfile.TemporaryDirectory(prefix="m0bench-ws-") as tmp:
+                srv = make_server(kind, args.binary, holds, tmp, ws=ws)
+                srv.kind = row  # the driver's label (stop() still tells m0 from nginx by it)
+                try:
+                    fig = drive(args, srv, holds, channels, mode)
+                finally:
+                    srv.stop()
+            fig["delivered_pct"] = 100.0 * fig["delivered"] / fig["expected"] if fig["expected"] else None
+            record(out, results, ("ws", mode, holds, row), fig, run=run_no, part="ws", mode=mode,
+                   server=row)
+            print("bench: run %d ws %s %d holds %-9s rss/hold %.0f, p99 %.1f ms, %.0f deliveries/s, "
+                  "%.2f CPU s/1M, %d/%d delivered, %s" % (
+                      run_no + 1, mode, holds, row, fig["rss_per_hold_bytes"], fig["p99_ms"],
+                      fig["deliveries_per_s"], fig["cpu_s_per_1m"], fig["delivered"], fig["expected"],
+                      "clean" if fig["clean"] else "NOT CLEAN"), flush=True)
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def table(args, results, targets, target_text):
+    print("\nws: WebSocket subscribers beside nchan's, and SSE holds in the same run; medians of %d runs"
+          % args.runs)
+    cols = list(ROWS) + ["m0/nchan ws", "target", "m0 ws/sse", "nchan ws/sse"]
+    print(("%-7s %6s  %-19s" + " %11s" * len(cols)) % tuple(["mode", "holds", "measure"] + cols))
+    for mode, holds, _ in plan(args):
+        keys = (["deliveries_per_s", "cpu_s_per_1m", "delivered_pct"] if mode == "burst" else
+                ["rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m", "delivered_pct"])
+        for key in keys:
+            med = {row: median(results.get(("ws", mode, holds, row), []), key) for row in ROWS}
+            vs_nchan = ratio(med["m0-ws"], med["nchan-ws"])
+            tkey = key if mode == "steady" or "burst_" + key not in targets else "burst_" + key
+            m0_ws_sse, nchan_ws_sse = ratio(med["m0-ws"], med["m0-sse"]), ratio(med["nchan-ws"], med["nchan-sse"])
+            print(("%-7s %6d  %-19s" + " %11s" * len(cols)) % tuple(
+                [mode, holds, key] + [fmt(med[row]) for row in ROWS] +
+                [fmt(vs_nchan), target_text(tkey) if key in targets else "-", fmt(m0_ws_sse), fmt(nchan_ws_sse)]))
+            slug = "%s-%d-%s" % (mode, holds, key.replace("_", "-"))
+            if vs_nchan is not None and key in targets:
+                emit.emit("bench-ws-%s-ratio" % slug, round(vs_nchan, 4), "ratio", out=open(os.devnull, "w"))
+            if m0_ws_sse is not None and key in ("rss_per_hold_bytes", "cpu_s_per_1m"):
+                emit.emit("bench-ws-%s-ws-over-sse" % slug, round(m0_ws_sse, 4), "ratio",
+                          out=open(os.devnull, "w"))
+    print("m0serve's WebSocket subscriber's RSS over its SSE hold's: target <=%g" % WS_OVER_SSE_TARGET)
