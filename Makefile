@@ -245,7 +245,8 @@ sabotage-%: build
 # uWSGI and nginx, Django's FileResponse of 1 MiB and 100 MiB files beside
 # gunicorn and uWSGI, and a mojo hold's head behind busy Python threads;
 # holds over TLS and HTTP/2 beside nchan on nginx with `ssl http2`, and full
-# TLS handshakes a second (part tls); each server fresh, interleaved,
+# TLS handshakes a second (part tls); WebSocket subscribers beside nchan's
+# (part ws); each server fresh, interleaved,
 # BENCH_RUNS times; prints medians and ratios against the targets, appends
 # JSON lines to build/bench.jsonl (smoke/bench.py).
 BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plugin-python3 wrk
@@ -253,17 +254,19 @@ BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plu
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head,publish,h2,tls
+BENCH_PARTS    ?= holds,requests,files,head,publish,h2,tls,ws
 BENCH_STORM    ?= 2000
 # The tls part's hold counts (nginx keeps about 50 KB a TLS hold).
 BENCH_TLS_HOLDS ?= 1000
+# The ws part's hold counts (steady rows).
+BENCH_WS_HOLDS ?= 1000
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
 
 bench: deps build fixtures-db bench-deps
 	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --parts $(BENCH_PARTS) \
 	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS) --storm-holds $(BENCH_STORM) \
-	  --tls-holds $(BENCH_TLS_HOLDS)
+	  --tls-holds $(BENCH_TLS_HOLDS) --ws-holds $(BENCH_WS_HOLDS)
 
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build
