@@ -6,8 +6,9 @@
 // its Sec-WebSocket-Key is 16 random bytes in base64. The answer's head is
 // read up to its blank line: a 101 whose Sec-WebSocket-Accept is
 // base64(SHA-1(key + RFC 6455's GUID)) (OpenSSL's SHA-1 and base64) opens
-// the hold (stream_head 200); any other status is that status, and a 101
-// with a wrong accept key fails the hold (status 0, said once on stderr).
+// the hold (stream_head 200); any other status is that status (a 200, an
+// answer that is no WebSocket, fails as 0), and a 101 with a wrong accept
+// key fails the hold (status 0, said once on stderr).
 // After the head, wslay reads the frames: each text message is one event
 // (stream_event: m0serve's {"id", "event", "data"} JSON and nchan's bare
 // data alike hold `seq=N t=NS`); pings are answered by wslay's own pongs,
@@ -85,7 +86,7 @@ void link_gone(WsLink* l) {
 int check_head(const WsLink& l, const std::string& head) {
     int status = 0;
     if (std::sscanf(head.c_str(), "HTTP/1.1 %d", &status) != 1) return 0;
-    if (status != 101) return status;
+    if (status != 101) return status == 200 ? 0 : status;  // a 200 is no WebSocket
     for (size_t at = head.find("\r\n"); at != std::string::npos; at = head.find("\r\n", at + 2)) {
         constexpr std::string_view name = "sec-websocket-accept:";
         if (strncasecmp(head.c_str() + at + 2, name.data(), name.size()) != 0) continue;
