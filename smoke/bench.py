@@ -300,7 +300,7 @@ def drive(args, srv, holds, channels, mode):
 
 def make_server(kind, binary, holds, tmp, history=None, **transport):
     if kind.startswith("pushpin"):
-        return PushpinServer(kind, holds, tmp)
+        return PushpinServer(kind, holds, tmp, ws=transport.get("ws", False))
     return Server(kind, binary, holds, tmp, history, **transport)
 
 

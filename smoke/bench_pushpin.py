@@ -39,8 +39,10 @@ from bench_util import free_ports, start, stop, wait_port  # noqa: E402
 INTERNAL_CONF = "/usr/lib/pushpin/internal.conf"
 BACKEND_HEAD = b": pushpin hold\n\n"
 
-# Pushpin's JSON items: one item, its http-stream content the SSE event.
+# Pushpin's JSON items: one item, its http-stream content the SSE event
+# (or, to WebSocket-over-HTTP subscribers, its ws-message content the data).
 PUBLISH_BODY = '{"items": [{"channel": "{ch}", "formats": {"http-stream": {"content": "data: {data}\\n\\n"}}}]}'
+PUBLISH_WS_BODY = '{"items": [{"channel": "{ch}", "formats": {"ws-message": {"content": "{data}"}}}]}'
 
 ZURL_CONF = """[General]
 instance_id=bench
@@ -117,7 +119,9 @@ stats_format=tnetstring
 class PushpinServer:
     """Pushpin, zurl and the GRIP backend, started fresh in tmp."""
 
-    def __init__(self, kind, holds, tmp):
+    def __init__(self, kind, holds, tmp, ws=False):
+        """ws: the holds are WebSockets, relayed to the backend as
+        WebSocket-over-HTTP (the route's over_http)."""
         self.kind, self.tmp = kind, tmp
         self.port, self.pub_port, backend, push_in, push_in_sub, command = free_ports(6)
         self.procs = []
@@ -127,7 +131,7 @@ class PushpinServer:
         files = {
             "internal.conf": internal,
             "zurl.conf": ZURL_CONF % {"tmp": tmp, "conns": holds + 1024},
-            "routes": "* 127.0.0.1:%d\n" % backend,
+            "routes": "* 127.0.0.1:%d%s\n" % (backend, ",over_http" if ws else ""),
             "pushpin.conf": PUSHPIN_CONF % {
                 "tmp": tmp, "port": self.port, "pub_port": self.pub_port, "conns": holds + 1024,
                 "push_in": push_in, "push_in_sub": push_in_sub, "command": command,
@@ -147,13 +151,13 @@ class PushpinServer:
         except BaseException:
             self.stop()
             raise
-        self.url = "http://127.0.0.1:%d/hold?channel={ch}" % self.port
+        self.url = "%s://127.0.0.1:%d/hold?channel={ch}" % ("ws" if ws else "http", self.port)
         # Opened 50 at a time: with the driver's 500, Pushpin's proxy answers
         # 502 (or 500) to a tenth to a fifth of them.
         self.connecting = 50
         self.publish = ["--publish-url", "http://127.0.0.1:%d/publish/" % self.pub_port,
                         "--publish-header", "Content-Type: application/json",
-                        "--publish-body", PUBLISH_BODY]
+                        "--publish-body", PUBLISH_WS_BODY if ws else PUBLISH_BODY]
 
     def _wait_ready(self, timeout=20.0):
         """Until a hold's head comes back 200: condure listens before the
@@ -218,6 +222,24 @@ class GripBackend(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(BACKEND_HEAD)))
         self.end_headers()
         self.wfile.write(BACKEND_HEAD)
+
+    def do_POST(self):
+        """WebSocket-over-HTTP: the connection's OPEN is accepted with GRIP's
+        extension and a subscribe control message to <?channel=>; every
+        other request's events (the client's CLOSE, pings) get no events
+        back."""
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        out = b""
+        if body.startswith(b"OPEN\r\n"):
+            sub = ('c:{"type": "subscribe", "channel": "%s"}' % query.get("channel", ["bench0"])[0]).encode()
+            out = b"OPEN\r\nTEXT %x\r\n%s\r\n" % (len(sub), sub)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/websocket-events")
+        self.send_header("Sec-WebSocket-Extensions", "grip")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
 
     def log_message(self, *args):
         pass

@@ -14,16 +14,20 @@ libwslay, no permessage-deflate offered, each text message one event).
     nchan-ws  nchan's `nchan_subscriber websocket` on nginx (two workers):
               each event its data alone
     m0-sse    m0serve's mojo /native/hold, the SSE hold, in the same run
+    pushpin-ws
+              Pushpin (message_rate and message_hwm off, its zurl) relaying
+              each WebSocket to a backend as WebSocket-over-HTTP (the
+              route's over_http; smoke/bench_pushpin.py): the backend
+              accepts the OPEN with a subscribe control message, and each
+              event is published as a ws-message item, its data alone
     nchan-sse nchan's eventsource subscriber, in the same run
 
-Both publish over HTTP/1.1 as in the holds part (m0serve's admin API,
-nchan's publisher location). The table gives m0-ws / nchan-ws against the
-SSE rows' targets, and a WebSocket subscriber's RSS and CPU against an SSE
-hold's on the same server (m0serve's target: at most 1.2 times).
+All publish over HTTP/1.1 as in the holds part (m0serve's admin API,
+nchan's publisher location, Pushpin's control port). The table gives
+m0-ws / nchan-ws against the SSE rows' targets, m0-ws / pushpin-ws, and a
+WebSocket subscriber's RSS and CPU against an SSE hold's on the same server
+(m0serve's target: at most 1.2 times).
 
-Pushpin's WebSocket-over-HTTP is not among the rows: it needs a backend
-answering Pushpin's WebSocket-events POSTs with a subscription, which the
-bench does not run yet.
 """
 
 import os
@@ -35,7 +39,7 @@ import emit  # noqa: E402
 from bench_util import fmt, median  # noqa: E402
 
 # row -> (the server bench.py starts, WebSocket or not)
-ROWS = {"nchan-ws": ("nchan", True), "m0-ws": ("m0-mojo", True),
+ROWS = {"nchan-ws": ("nchan", True), "m0-ws": ("m0-mojo", True), "pushpin-ws": ("pushpin-unlimited", True),
         "nchan-sse": ("nchan", False), "m0-sse": ("m0-mojo", False)}
 WS_OVER_SSE_TARGET = 1.2  # a WebSocket subscriber's RSS over an SSE hold's, m0serve
 
@@ -71,7 +75,7 @@ def ratio(a, b):
 def table(args, results, targets, target_text):
     print("\nws: WebSocket subscribers beside nchan's, and SSE holds in the same run; medians of %d runs"
           % args.runs)
-    cols = list(ROWS) + ["m0/nchan ws", "target", "m0 ws/sse", "nchan ws/sse"]
+    cols = list(ROWS) + ["m0/nchan ws", "target", "m0/pushpin ws", "m0 ws/sse", "nchan ws/sse"]
     print(("%-7s %6s  %-19s" + " %11s" * len(cols)) % tuple(["mode", "holds", "measure"] + cols))
     for mode, holds, _ in plan(args):
         keys = (["deliveries_per_s", "cpu_s_per_1m", "delivered_pct"] if mode == "burst" else
@@ -83,7 +87,8 @@ def table(args, results, targets, target_text):
             m0_ws_sse, nchan_ws_sse = ratio(med["m0-ws"], med["m0-sse"]), ratio(med["nchan-ws"], med["nchan-sse"])
             print(("%-7s %6d  %-19s" + " %11s" * len(cols)) % tuple(
                 [mode, holds, key] + [fmt(med[row]) for row in ROWS] +
-                [fmt(vs_nchan), target_text(tkey) if key in targets else "-", fmt(m0_ws_sse), fmt(nchan_ws_sse)]))
+                [fmt(vs_nchan), target_text(tkey) if key in targets else "-",
+                 fmt(ratio(med["m0-ws"], med["pushpin-ws"])), fmt(m0_ws_sse), fmt(nchan_ws_sse)]))
             slug = "%s-%d-%s" % (mode, holds, key.replace("_", "-"))
             if vs_nchan is not None and key in targets:
                 emit.emit("bench-ws-%s-ratio" % slug, round(vs_nchan, 4), "ratio", out=open(os.devnull, "w"))
