@@ -71,8 +71,8 @@ nginx. Alone: --parts tls (make bench BENCH_PARTS=tls).
 
 ws (smoke/bench_ws.py): the steady (--ws-holds) and burst hold rows with
 WebSocket subscribers, m0serve's /native/ws beside nchan's websocket
-subscriber, and both servers' SSE holds in the same run: a WebSocket
-subscriber's cost against an SSE hold's. Alone: --parts ws (make bench
+subscriber and Pushpin's WebSocket-over-HTTP, and m0serve's and nchan's SSE
+holds in the same run: a WebSocket subscriber's cost against an SSE hold's. Alone: --parts ws (make bench
 BENCH_PARTS=ws).
 
 JSON lines go to build/bench.jsonl, ratios and the head's times to
