@@ -41,6 +41,13 @@ inline bool read_only(const redisReply* r) {
            std::string_view(r->str, 8) == "READONLY";
 }
 
+// A string or status reply's text; empty for any other reply.
+inline std::string_view reply_text(const redisReply* r) {
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+               ? std::string_view(r->str, r->len)
+               : std::string_view();
+}
+
 inline uint64_t reply_id(const redisReply* r) {
     return r && r->type == REDIS_REPLY_STRING ? parse_id(r->str, r->len) : 0;
 }

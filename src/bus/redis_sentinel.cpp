@@ -34,12 +34,6 @@ namespace m0::bus {
 
 namespace {
 
-std::string_view text(const redisReply* r) {
-    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
-               ? std::string_view(r->str, r->len)
-               : std::string_view();
-}
-
 std::string name(const RedisAddress& a) { return a.host + ":" + std::to_string(a.port); }
 
 }  // namespace
@@ -106,9 +100,9 @@ void RedisBus::on_ask_reply(redisAsyncContext* ac, void* reply, void* priv) {
     redisAsyncFree(ac);
     RedisAddress m;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        m.host = std::string(text(r->element[0]));
+        m.host = std::string(redis::reply_text(r->element[0]));
         unsigned port = 0;
-        std::string_view p = text(r->element[1]);
+        std::string_view p = redis::reply_text(r->element[1]);
         std::from_chars(p.data(), p.data() + p.size(), port);
         m.port = port <= 65535 ? static_cast<uint16_t>(port) : 0;
     }
@@ -140,7 +134,7 @@ void RedisBus::on_role(redisAsyncContext* ac, void* reply, void*) {
         return;
     }
     const std::string_view role =
-        r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? text(r->element[0]) : "";
+        r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? redis::reply_text(r->element[0]) : "";
     if (role != "master") {
         // A sentinel named a Redis that is not (or no longer) the master:
         // ask again after the backoff.

@@ -10,15 +10,7 @@ namespace m0::bus {
 
 using namespace redis;
 
-namespace {
-
-std::string_view text(const redisReply* r) {
-    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
-               ? std::string_view(r->str, r->len)
-               : std::string_view();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void RedisBus::replay_later(const std::vector<std::string>& channels, uint64_t after, uint64_t,
                             ReplayDone done) {
@@ -72,9 +64,9 @@ void RedisBus::on_sub_reply(redisAsyncContext* ac, void* reply, void*) {
     auto* r = static_cast<redisReply*>(reply);
     if (!r || self->closing_ || ac != self->sub_) return;  // the link is going
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) return;
-    const std::string_view kind = text(r->element[0]);
+    const std::string_view kind = redis::reply_text(r->element[0]);
     const std::string prefix = pubsub_prefix(self->opt_.url.db);
-    std::string_view name = text(r->element[1]);
+    std::string_view name = redis::reply_text(r->element[1]);
     if (!name.starts_with(prefix)) return;
     name.remove_prefix(prefix.size());
     if (kind == "message") {
@@ -97,7 +89,7 @@ void RedisBus::on_message(const std::string& channel, const redisReply& payload)
     // hold's last id must stay below what it lost, so the replay brings it.
     if (frames_lost_) return;
     // publish.lua's message: "ID\nEVENT\nRAW\nDATA" (RAW "1" or empty).
-    std::string_view p = text(&payload);
+    std::string_view p = redis::reply_text(&payload);
     size_t a = p.find('\n');
     size_t b = a == std::string_view::npos ? a : p.find('\n', a + 1);
     size_t c = b == std::string_view::npos ? b : p.find('\n', b + 1);
@@ -207,8 +199,8 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
             const redisReply* fields = e->element[1];
             for (size_t j = 0; fields->type == REDIS_REPLY_ARRAY && j + 1 < fields->elements;
                  j += 2) {
-                std::string_view name = text(fields->element[j]);
-                std::string value(text(fields->element[j + 1]));
+                std::string_view name = redis::reply_text(fields->element[j]);
+                std::string value(redis::reply_text(fields->element[j + 1]));
                 if (name == "e") f.event = std::move(value);
                 if (name == "d") f.data = std::move(value);
                 if (name == "r") f.raw = value == "1";

@@ -23,7 +23,7 @@ bool valid_scheme(std::string_view s) {
 // A host as a browser serializes it into Origin: a name or IPv4 address
 // (letters, digits, '-', '.', '_'; punycode for other scripts), or an IPv6
 // literal in brackets.
-bool valid_host(std::string_view h) {
+bool valid_origin_host(std::string_view h) {
     if (h.empty()) return false;
     if (h.front() == '[') {
         if (h.size() < 3 || h.back() != ']') return false;
@@ -54,7 +54,7 @@ std::optional<std::string> normalize_origin(std::string_view text) {
     size_t close = rest.rfind(']');
     size_t colon = rest.find(':', close == std::string_view::npos ? 0 : close);
     std::string_view host = rest.substr(0, colon);
-    if (!valid_host(host)) return std::nullopt;
+    if (!valid_origin_host(host)) return std::nullopt;
     std::string out;
     for (char c : scheme) out += lower(c);
     out += "://";
