@@ -546,6 +546,8 @@ def main():
     ap.add_argument("--tls-streams", type=int, default=50, help="holds an HTTP/2 connection in the tls part")
     ap.add_argument("--tls-handshakes", type=int, default=2000, help="connections in the tls part's handshake loop")
     ap.add_argument("--ws-holds", default="1000", help="comma-separated hold counts (steady) in the ws part")
+    ap.add_argument("--ws-rows", default="", help="the ws part's rows, comma-separated (default: all of "
+                    + ", ".join(bench_ws.ROWS) + ")")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench.jsonl"))
     args = ap.parse_args()
     parts = args.parts.split(",")

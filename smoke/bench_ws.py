@@ -49,8 +49,12 @@ def plan(args):
 
 
 def run(args, run_no, out, results, record, drive, make_server):
+    rows = [r for r in args.ws_rows.split(",") if r] if args.ws_rows else list(ROWS)
+    unknown = [r for r in rows if r not in ROWS]
+    if unknown:
+        raise SystemExit("bench: --ws-rows: unknown row(s) %s (rows: %s)" % (", ".join(unknown), ", ".join(ROWS)))
     for mode, holds, channels in plan(args):
-        for row, (kind, ws) in ROWS.items():
+        for row, (kind, ws) in ((r, ROWS[r]) for r in rows):
             with tempfile.TemporaryDirectory(prefix="m0bench-ws-") as tmp:
                 srv = make_server(kind, args.binary, holds, tmp, ws=ws)
                 srv.kind = row  # the driver's label (stop() still tells m0 from nginx by it)

@@ -41,6 +41,7 @@
 #include "bus/redis_bus.hpp"
 #include "grant/grant.hpp"
 #include "http/forwarded.hpp"
+#include "http/websocket.hpp"
 #include "loop/inbox.hpp"
 #include "loop/log.hpp"
 #include "loop/loop.hpp"
@@ -657,6 +658,9 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
         for (const auto& l : o.listens)
             if (std::string err; l.path.empty() && !server::check_port_free(l.host, l.port, err))
                 die(err);
+    // OpenSSL's SHA-1 for WebSocket handshakes, loaded before any fork: the
+    // workers share it, and the first WebSocket does not grow the server.
+    if (o.realtime) http::ws::prepare();
     // Made here, before any fork: every worker seals TLS tickets with them.
     if (!o.certfile.empty()) o.tls_ticket_keys = server::new_ticket_keys();
     // --check loads and binds once, in this process, with no workers.

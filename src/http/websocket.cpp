@@ -1,5 +1,6 @@
 #include "http/websocket.hpp"
 
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,7 @@ Upgrade check_upgrade(const Request& req, const OriginCheck& origins) {
     // (cross-site WebSocket hijacking: the browser sends its cookies along).
     if (!origins.allows(req)) return refuse(u, 403, "this Origin may not open a WebSocket here");
     u.accept = accept_key(k);
+    if (u.accept.empty()) return refuse(u, 500, "OpenSSL's SHA-1 could not be loaded");
     u.protocols = list_items(req.headers, "Sec-WebSocket-Protocol");
     return u;
 }
@@ -118,13 +120,30 @@ Response refusal(const Upgrade& u) {
     return r;
 }
 
+namespace {
+// SHA-1 fetched from OpenSSL's default provider once: OpenSSL 3's one-shot
+// SHA1() fetches it on every call, and the first fetch in a process loads
+// the provider (about 2 MB of RSS, measured: smoke/bench_ws.py's rows).
+const EVP_MD* sha1() {
+    static EVP_MD* md = EVP_MD_fetch(nullptr, "SHA1", nullptr);  // thread-safe once
+    return md;
+}
+}  // namespace
+
+void prepare() { (void)sha1(); }
+
 std::string accept_key(std::string_view key) {
     std::string in(key);
     in += kGuid;
-    unsigned char digest[SHA_DIGEST_LENGTH];
-    SHA1(reinterpret_cast<const unsigned char*>(in.data()), in.size(), digest);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    const EVP_MD* md = sha1();
+    if (!md || EVP_Digest(in.data(), in.size(), digest, &n, md, nullptr) != 1 ||
+        n != SHA_DIGEST_LENGTH) {
+        return {};  // the provider could not be loaded: check_upgrade refuses 500
+    }
     return grant::base64_encode(
-        std::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
+        std::string_view(reinterpret_cast<const char*>(digest), SHA_DIGEST_LENGTH));
 }
 
 std::string event_message(uint64_t id, std::string_view event, std::string_view data) {

@@ -93,6 +93,10 @@ Response refusal(const Upgrade& u);
 
 // RFC 6455 §4.2.2: base64(SHA-1(key + the GUID)).
 std::string accept_key(std::string_view key);
+// Loads what accept_key needs from OpenSSL (its default provider's SHA-1),
+// once: called at start-up, before any fork, so that workers share it and the
+// first WebSocket does not pay for it; accept_key loads it otherwise.
+void prepare();
 
 // What a WebSocket subscriber is sent for an event: a JSON object with "id"
 // (a string, as SSE's id: line is: the client hands it back as it came,

@@ -378,7 +378,7 @@ void Server::on_io(evutil_socket_t fd, short what, void* arg) {
         s.close_conn(c);
         return;
     }
-    if ((what & EV_READ) && c.ws && c.ws->ctx && c.phase == Phase::holding) {
+    if ((what & EV_READ) && c.ws && c.ws->open && c.phase == Phase::holding) {
         // A WebSocket's frames go to wslay (ws_conn.cpp).
         const SlotRef slot = c.slot;
         s.ws_read(c);

@@ -60,6 +60,7 @@ struct ssl_st;  // OpenSSL's SSL
 namespace m0::server {
 class AccessLog;
 struct WohState;
+struct WsReader;
 class TlsContext;
 struct H2Stream;
 struct AccessEntry;
@@ -257,6 +258,8 @@ class Server final : private HoldSink {
     // Whether the connection is a lean hold: no bufferevent, one event.
     bool lean(SlotRef s) const;
     bool subscribed(SlotRef s) const { return holds_.subscriptions().subscribed(s); }
+    // WebSockets that hold a frame reader now (tests: most should not).
+    size_t ws_readers() const;
     size_t connections() const { return open_; }
     // Bytes queued for the connection and not yet written to its socket.
     size_t unsent(SlotRef s) const;
@@ -475,8 +478,14 @@ class Server final : private HoldSink {
     // The 101 head of a WebSocket hold (the handler's answer `r` gives its
     // subprotocol and x-worker; its body is dropped).
     std::string ws_head(Conn& c, http::Response& r);
-    // The 101 is queued: the wslay context that reads the client's frames.
+    // The 101 is queued: the client's frames are read from now on.
     void ws_open(Conn& c);
+    // The connection's frame reader (wslay's context), made if it has none;
+    // nullptr when out of memory.
+    WsReader* ws_reader(Conn& c);
+    // Frees the frame reader when nothing of the client's is half read and
+    // nothing of wslay's is left to send (ws_conn.hpp, WsReader).
+    void ws_release(Conn& c);
     // Reads the client's frames (a bounded amount); may close the connection.
     void ws_read(Conn& c);
     // After wslay read (`rv`: what wslay_event_recv returned): its frames

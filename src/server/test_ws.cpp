@@ -156,7 +156,10 @@ TEST_CASE("ws: pings are answered, a clean close is answered and the slot releas
     CHECK_FALSE(rig.server->subscribed(rig.slot));
 }
 
-TEST_CASE("ws: a silent client is pinged, and closed when it does not answer", "[ws]") {
+TEST_CASE(
+    "ws: a silent client is pinged, and closed when it does not answer; the ping leaves no frame "
+    "reader behind",
+    "[ws]") {
     auto cfg = ws_config();
     cfg.ws.ping_interval = 0.1;
     cfg.ws.pong_timeout = 0.2;
@@ -165,8 +168,13 @@ TEST_CASE("ws: a silent client is pinged, and closed when it does not answer", "
     auto f = rig.frames(*rig.conn, 1);
     REQUIRE(f.size() == 1);
     CHECK(f[0].op == 0x9);
-    // Answered: still open after the timeout.
-    REQUIRE(rig.conn->send(frame(0xA, f[0].payload)));
+    CHECK(rig.server->ws_readers() == 0);
+    // Answered, one byte a read: still open after the timeout.
+    for (char b : frame(0xA, f[0].payload)) {
+        REQUIRE(rig.conn->send(std::string(1, b)));
+        for (int k = 0; k < 3; ++k) rig.loop.run_once();
+    }
+    CHECK(rig.server->ws_readers() == 0);
     rig.step_until([] { return false; }, std::chrono::milliseconds(250));
     CHECK(rig.server->alive(rig.slot));
     // Not answered: closed.
@@ -448,4 +456,54 @@ TEST_CASE(
             CHECK_FALSE(rig.server->subscribed(c->slot));
         }
     }
+}
+
+TEST_CASE(
+    "ws: a WebSocket keeps a frame reader only while something it sent is half read, and a "
+    "message split across any reads arrives whole",
+    "[ws]") {
+    auto cfg = ws_config();
+    cfg.ws.over_http = {"/native/ws-echo"};
+    WsRig rig(cfg);
+    rig.path = "/native/ws-echo";
+    rig.open(*rig.conn, "channel=c");
+    const auto settle = [&] {
+        for (int k = 0; k < 5; ++k) rig.loop.run_once();
+    };
+    settle();
+    CHECK(rig.server->ws_readers() == 0);  // a subscriber that sends nothing has none
+
+    // A ping's header, then the rest: the reader keeps the half-read frame.
+    const std::string ping = frame(0x9, "hb");
+    REQUIRE(rig.conn->send(ping.substr(0, 3)));
+    settle();
+    CHECK(rig.server->ws_readers() == 1);
+    REQUIRE(rig.conn->send(ping.substr(3)));
+    auto f = rig.frames(*rig.conn, 1);
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].op == 0xA);
+    CHECK(rig.server->ws_readers() == 0);
+    rig.conn->in.clear();
+
+    // A fragmented message, a ping between its fragments, each byte its own
+    // read: kept to its last fragment, then echoed whole.
+    const std::string msg =
+        frame(0x1, "he", false) + frame(0x9, "p") + frame(0x0, "ll", false) + frame(0x0, "o");
+    const size_t first_end = frame(0x1, "he", false).size();
+    for (size_t i = 0; i < msg.size(); ++i) {
+        REQUIRE(rig.conn->send(msg.substr(i, 1)));
+        settle();
+        if (i + 1 == first_end) CHECK(rig.server->ws_readers() == 1);  // inside the message
+    }
+    REQUIRE(rig.step_until([&] {
+        if (rig.pool->pool().queued() == 1) REQUIRE(rig.pool->pool().run_next());
+        rig.conn->pump();
+        return parse(rig.conn->in).size() >= 2;
+    }));
+    f = parse(rig.conn->in);
+    REQUIRE(f.size() == 2);
+    CHECK((f[0].op == 0xA && f[0].payload == "p"));
+    CHECK((f[1].op == 0x1 && f[1].payload == "echo: hello"));
+    CHECK(rig.server->ws_readers() == 0);
+    CHECK(rig.server->alive(rig.slot));
 }

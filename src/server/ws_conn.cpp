@@ -18,7 +18,11 @@
 // the lean output after the 101 (hold_output.cpp). A hold's lean event reads
 // too (EV_READ always): for a WebSocket it feeds what it reads to wslay
 // instead of dropping it, at most kReadBudget bytes a turn, so one client
-// that sends fast cannot keep the loop from the others. Before the hold is
+// that sends fast cannot keep the loop from the others. wslay's context (a
+// WsReader, about 8.3 KiB) exists only while it is needed: made when the
+// client's bytes arrive or a ping is to go (ws_reader), freed when what it
+// was given is read to the end of a message and it has nothing to send
+// (ws_release), so a subscriber costs about what an SSE hold does. Before the hold is
 // lean (the 101 still in the bufferevent's output) wslay reads the
 // bufferevent's input. wslay's own frames (pongs, the answer to a close, a
 // close for the client's error) are small and few: its send callback stages
@@ -88,29 +92,33 @@ struct Server::WsIo {
     static void fail(WsState& w, uint16_t code, std::string_view reason) {
         if (w.failed) return;
         w.failed = true;
-        wslay_event_queue_close(w.ctx, code, reinterpret_cast<const uint8_t*>(reason.data()),
+        wslay_event_context_ptr ctx = w.reader->ctx;
+        wslay_event_queue_close(ctx, code, reinterpret_cast<const uint8_t*>(reason.data()),
                                 std::min<size_t>(reason.size(), 123));
-        wslay_event_shutdown_read(w.ctx);
+        wslay_event_shutdown_read(ctx);
     }
 
     static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t* buf, size_t len, int, void* user) {
         Conn& c = conn(user);
         WsState& w = *c.ws;
+        WsReader& rd = *w.reader;
         if (c.bev) {
             // Not lean yet: what the bufferevent read.
             const int n = evbuffer_remove(bufferevent_get_input(c.bev), buf, len);
             if (n > 0) {
                 w.last_heard = monotonic_seconds();
                 w.ping_sent = 0;
+                rd.fed += static_cast<size_t>(n);
                 return n;
             }
             wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
             return -1;
         }
-        while (w.budget > 0) {
-            const ssize_t r = ::recv(c.fd, buf, std::min(len, w.budget), MSG_DONTWAIT);
+        while (rd.budget > 0) {
+            const ssize_t r = ::recv(c.fd, buf, std::min(len, rd.budget), MSG_DONTWAIT);
             if (r > 0) {
-                w.budget -= static_cast<size_t>(r);
+                rd.budget -= static_cast<size_t>(r);
+                rd.fed += static_cast<size_t>(r);
                 w.last_heard = monotonic_seconds();
                 w.ping_sent = 0;
                 return r;
@@ -138,10 +146,17 @@ struct Server::WsIo {
     static void on_frame_start(wslay_event_context_ptr,
                                const wslay_event_on_frame_recv_start_arg* a, void* user) {
         WsState& w = *conn(user).ws;
-        w.in_close = a->opcode == static_cast<uint8_t>(ws::Opcode::close);
-        if (!w.in_close) return;
-        w.close_seen = 0;
-        w.close_utf8.reset();
+        WsReader& rd = *w.reader;
+        // The frame's size on the wire (RFC 6455 §5.2): two bytes, the
+        // extended length in the fewest bytes, the client's masking key.
+        const uint64_t n = a->payload_length;
+        rd.frame_size = 2 + (n < 126 ? 0 : n <= 0xFFFF ? 2 : 8) + 4 + n;
+        rd.in_frame = true;
+        if (a->opcode < 0x8) rd.in_message = !a->fin;  // a data frame: the message's last?
+        rd.in_close = a->opcode == static_cast<uint8_t>(ws::Opcode::close);
+        if (!rd.in_close) return;
+        rd.close_seen = 0;
+        rd.close_utf8.reset();
         // RFC 6455 §5.5.1: a close frame's body, if any, starts with a
         // two-byte code; wslay reads one byte as no code at all.
         if (a->payload_length == 1) fail(w, ws::kProtocolError, "close frame of one byte");
@@ -150,21 +165,25 @@ struct Server::WsIo {
     static void on_frame_chunk(wslay_event_context_ptr,
                                const wslay_event_on_frame_recv_chunk_arg* a, void* user) {
         WsState& w = *conn(user).ws;
-        if (!w.in_close) return;  // text: wslay's own check holds across pieces
+        WsReader& rd = *w.reader;
+        if (!rd.in_close) return;  // text: wslay's own check holds across pieces
         // §5.5.1: the reason after the code "MUST be UTF-8" (§8.1: else fail,
         // 1007). wslay skips the first two bytes of every piece it reads, so a
         // reason that arrives in pieces is checked here.
         std::string_view bytes(reinterpret_cast<const char*>(a->data), a->data_length);
         const size_t skip =
-            w.close_seen >= 2 ? 0 : std::min<size_t>(2 - w.close_seen, bytes.size());
-        w.close_seen += bytes.size();
-        if (!w.close_utf8.feed(bytes.substr(skip)))
+            rd.close_seen >= 2 ? 0 : std::min<size_t>(2 - rd.close_seen, bytes.size());
+        rd.close_seen += bytes.size();
+        if (!rd.close_utf8.feed(bytes.substr(skip)))
             fail(w, ws::kInvalidData, "close reason is not UTF-8");
     }
 
     static void on_frame_end(wslay_event_context_ptr, void* user) {
         WsState& w = *conn(user).ws;
-        if (w.in_close && !w.close_utf8.complete())
+        WsReader& rd = *w.reader;
+        rd.in_frame = false;
+        rd.framed += rd.frame_size;
+        if (rd.in_close && !rd.close_utf8.complete())
             fail(w, ws::kInvalidData, "close reason ends inside a UTF-8 character");
     }
 
@@ -225,9 +244,11 @@ bool Server::ws_handshake(Conn& c, http::Request& req) {
         return false;
     }
     c.ws = std::make_unique<WsState>();
-    c.ws->accept = std::move(u.accept);
-    c.ws->protocols = std::move(u.protocols);
-    if (!cfg_.ws.no_deflate) c.ws->extensions = ws::negotiate_deflate(req.headers);
+    auto& h = *(c.ws->handshake = std::make_unique<WsHandshake>());
+    h.accept = std::move(u.accept);
+    h.protocols = std::move(u.protocols);
+    if (!cfg_.ws.no_deflate) h.extensions = ws::negotiate_deflate(req.headers);
+    c.ws->deflate = !h.extensions.empty();
     return true;
 }
 
@@ -237,16 +258,17 @@ std::string Server::ws_head(Conn& c, http::Response& r) {
     http::Response h;
     h.status = 101;
     h.headers.add("Upgrade", "websocket");
-    h.headers.add("Sec-WebSocket-Accept", c.ws->accept);
+    const WsHandshake& hs = *c.ws->handshake;
+    h.headers.add("Sec-WebSocket-Accept", hs.accept);
     if (auto p = r.headers.get("Sec-WebSocket-Protocol")) {
-        const auto& offered = c.ws->protocols;
+        const auto& offered = hs.protocols;
         if (std::find(offered.begin(), offered.end(), *p) != offered.end())
             h.headers.add("Sec-WebSocket-Protocol", std::string(*p));
         else
             M0_LOG(warn, "WebSocket on slot ", to_string(c.slot), ": the handler chose protocol '",
                    std::string(*p), "', which the client did not offer: left out");
     }
-    if (!c.ws->extensions.empty()) h.headers.add("Sec-WebSocket-Extensions", c.ws->extensions);
+    if (!hs.extensions.empty()) h.headers.add("Sec-WebSocket-Extensions", hs.extensions);
     if (auto w = r.headers.get("x-worker")) h.headers.add("x-worker", std::string(*w));
     r.status = 101;  // the access log's
     r.body.clear();  // nothing but frames after the 101
@@ -258,24 +280,55 @@ std::string Server::ws_head(Conn& c, http::Response& r) {
 }
 
 void Server::ws_open(Conn& c) {
+    WsState& w = *c.ws;
+    w.open = true;
+    w.handshake.reset();  // its answer went with the 101
+    w.last_heard = monotonic_seconds();
+    ws_slots_.push_back(c.slot);
+    if (!ws_timer_->pending()) ws_timer_->start(ws_tick_seconds());
+}
+
+WsReader* Server::ws_reader(Conn& c) {
     static constexpr wslay_event_callbacks kCallbacks = {
         WsIo::on_recv,        WsIo::on_send,      nullptr,      WsIo::on_frame_start,
         WsIo::on_frame_chunk, WsIo::on_frame_end, WsIo::on_msg,
     };
     WsState& w = *c.ws;
-    if (wslay_event_context_server_init(&w.ctx, &kCallbacks, &c) != 0) {
+    if (w.reader) return w.reader.get();
+    auto rd = std::make_unique<WsReader>();
+    if (wslay_event_context_server_init(&rd->ctx, &kCallbacks, &c) != 0) {
         M0_LOG(error, "WebSocket on slot ", to_string(c.slot), ": out of memory");
-        w.ctx = nullptr;
-        return;
+        rd->ctx = nullptr;
+        return nullptr;
     }
     // §10.4: a limit on the message size, reassembled from its fragments:
     // past it, wslay closes with 1009.
-    wslay_event_config_set_max_recv_msg_length(w.ctx, cfg_.ws.max_message);
+    wslay_event_config_set_max_recv_msg_length(rd->ctx, cfg_.ws.max_message);
     // RFC 7692 §6: a compressed message has RSV1 on its first frame.
-    if (!w.extensions.empty()) wslay_event_config_set_allowed_rsv_bits(w.ctx, WSLAY_RSV1_BIT);
-    w.last_heard = monotonic_seconds();
-    ws_slots_.push_back(c.slot);
-    if (!ws_timer_->pending()) ws_timer_->start(ws_tick_seconds());
+    if (w.deflate) wslay_event_config_set_allowed_rsv_bits(rd->ctx, WSLAY_RSV1_BIT);
+    if (w.quiet) {
+        wslay_event_shutdown_read(rd->ctx);
+        wslay_event_shutdown_write(rd->ctx);
+    }
+    w.reader = std::move(rd);
+    return w.reader.get();
+}
+
+void Server::ws_release(Conn& c) {
+    WsState& w = *c.ws;
+    const WsReader* rd = w.reader.get();
+    if (!rd || w.reading || w.failed || rd->in_frame || rd->in_message || rd->fed != rd->framed ||
+        wslay_event_get_queued_msg_count(rd->ctx) != 0 || wslay_event_get_close_sent(rd->ctx) ||
+        wslay_event_get_close_received(rd->ctx))
+        return;
+    w.reader.reset();
+}
+
+size_t Server::ws_readers() const {
+    size_t n = 0;
+    for (SlotRef slot : ws_slots_)
+        if (const Conn* c = find(slot); c && c->ws && c->ws->reader) ++n;
+    return n;
 }
 
 double Server::ws_tick_seconds() const {
@@ -284,16 +337,24 @@ double Server::ws_tick_seconds() const {
 
 void Server::ws_read(Conn& c) {
     WsState* w = c.ws.get();
-    if (!w || !w->ctx || c.phase != Phase::holding) return;
-    w->budget = kReadBudget;
+    if (!w || !w->open || c.phase != Phase::holding) return;
+    // Before the hold is lean, only what the bufferevent holds is read.
+    if (c.bev && evbuffer_get_length(bufferevent_get_input(c.bev)) == 0 && !w->reader) return;
+    WsReader* rd = ws_reader(c);
+    if (!rd) {
+        close_conn(c);
+        return;
+    }
+    rd->budget = kReadBudget;
     w->reading = true;
-    const int rv = wslay_event_recv(w->ctx);
+    const int rv = wslay_event_recv(rd->ctx);
     w->reading = false;
     ws_settle(c, rv);
 }
 
 void Server::ws_settle(Conn& c, int rv) {
     WsState& w = *c.ws;
+    wslay_event_context_ptr ctx = w.reader->ctx;
     const SlotRef slot = c.slot;
     if (w.eof) {
         // Gone without the close handshake (RFC 6455 §7.1.5: 1006, abnormal).
@@ -305,7 +366,7 @@ void Server::ws_settle(Conn& c, int rv) {
         // bytes or fragmented, §5.5; a 64-bit length with its most
         // significant bit set, §5.2) and queued a close with no code: the
         // close that goes says why (§7.4.1: 1002, a protocol error).
-        wslay_event_shutdown_write(w.ctx);
+        wslay_event_shutdown_write(ctx);
         write(slot, ws::close_frame(ws::kProtocolError, "malformed frame"));
         w.failed = true;
         M0_LOG(info, "WebSocket on slot ", to_string(slot), " from ", c.remote_addr,
@@ -314,13 +375,13 @@ void Server::ws_settle(Conn& c, int rv) {
         close_after_write(slot);
         return;
     }
-    wslay_event_send(w.ctx);  // what wslay queued: staged now, in order
+    wslay_event_send(ctx);  // what wslay queued: staged now, in order
     if (rv != 0 && rv != WSLAY_ERR_CALLBACK_FAILURE)
         M0_LOG(warn, "WebSocket on slot ", to_string(slot), ": wslay error ", std::to_string(rv));
-    if (wslay_event_get_close_sent(w.ctx) || rv != 0) {
-        if (w.failed || !wslay_event_get_close_received(w.ctx))
+    if (wslay_event_get_close_sent(ctx) || rv != 0) {
+        if (w.failed || !wslay_event_get_close_received(ctx))
             M0_LOG(info, "WebSocket on slot ", to_string(slot), " from ", c.remote_addr,
-                   " closed with ", std::to_string(wslay_event_get_status_code_sent(w.ctx)));
+                   " closed with ", std::to_string(wslay_event_get_status_code_sent(ctx)));
         holds_.stop(slot);
         close_after_write(slot);
         return;
@@ -331,15 +392,19 @@ void Server::ws_settle(Conn& c, int rv) {
                " does not read its control frames, closed");
         metrics_.slow_readers_closed.fetch_add(1);
         holds_.drop(slot, 1000, EndWhy::slow);
+        return;
     }
+    ws_release(c);
 }
 
 void Server::ws_quiet(Conn& c) {
     // A close frame the hold table wrote is the last frame: wslay sends nothing
     // after it, and reads nothing more (the linger drops what comes).
-    if (!c.ws || !c.ws->ctx) return;
-    wslay_event_shutdown_read(c.ws->ctx);
-    wslay_event_shutdown_write(c.ws->ctx);
+    if (!c.ws) return;
+    c.ws->quiet = true;
+    if (!c.ws->reader) return;
+    wslay_event_shutdown_read(c.ws->reader->ctx);
+    wslay_event_shutdown_write(c.ws->reader->ctx);
 }
 
 void Server::on_ws_message(Conn& c, bool text, std::string_view payload) {
@@ -377,7 +442,7 @@ void Server::ws_tick() {
     for (size_t i = 0; i < ws_slots_.size(); ++i) {
         const SlotRef slot = ws_slots_[i];
         Conn* c = find(slot);
-        if (!c || !c->ws || !c->ws->ctx) continue;  // gone: forgotten here
+        if (!c || !c->ws || !c->ws->open) continue;  // gone: forgotten here
         ws_slots_[kept++] = slot;
         WsState& w = *c->ws;
         if (c->phase != Phase::holding) continue;
@@ -393,10 +458,12 @@ void Server::ws_tick() {
             // connection is established"; the peer "MUST send a Pong frame".
             static constexpr uint8_t kPayload[] = {'m', '0'};
             wslay_event_msg msg{static_cast<uint8_t>(ws::Opcode::ping), kPayload, sizeof kPayload};
-            if (wslay_event_queue_msg(w.ctx, &msg) == 0) {
+            WsReader* rd = ws_reader(*c);
+            if (rd && wslay_event_queue_msg(rd->ctx, &msg) == 0) {
                 w.ping_sent = now;
-                wslay_event_send(w.ctx);
+                wslay_event_send(rd->ctx);
             }
+            if (rd) ws_release(*c);
         }
     }
     ws_slots_.resize(kept);

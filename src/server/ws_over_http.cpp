@@ -181,15 +181,20 @@ void Server::woh_event(Conn& c, std::string type, std::optional<std::string> con
 void Server::woh_close(Conn& c, uint16_t code, std::string_view reason) {
     WsState& w = *c.ws;
     if (w.woh) w.woh->ended = true;  // the view ended it, or it failed: no DISCONNECT
-    if (!w.ctx) return;
+    if (!w.open) return;
     const SlotRef slot = c.slot;
-    wslay_event_queue_close(w.ctx, code, reinterpret_cast<const uint8_t*>(reason.data()),
+    WsReader* rd = ws_reader(c);
+    if (!rd) {
+        close_conn(c);
+        return;
+    }
+    wslay_event_queue_close(rd->ctx, code, reinterpret_cast<const uint8_t*>(reason.data()),
                             std::min<size_t>(reason.size(), 123));
-    wslay_event_shutdown_read(w.ctx);
+    wslay_event_shutdown_read(rd->ctx);
     // Inside wslay_event_recv (a client's message led here), ws_settle
     // sends the close and ends the hold once wslay returns.
     if (w.reading) return;
-    wslay_event_send(w.ctx);
+    wslay_event_send(rd->ctx);
     holds_.stop(slot);
     close_after_write(slot);
 }
