@@ -12,7 +12,8 @@ Phase 3: nghttp opens three SSE holds (mojo and Django) on one connection;
 two events published by the admin API reach each stream; SIGTERM's drain
 ends each stream with its retry hint, and nghttp exits on its own.
 Phase 4: python3-h2 writes hostile frames: rapid reset (HEADERS and
-RST_STREAM, 1200 times) and a CONTINUATION flood each end in GOAWAY; a
+RST_STREAM, 1200 times), a CONTINUATION flood and MadeYouReset (a request
+and a WINDOW_UPDATE past its stream's window, 600 times) each end in GOAWAY; a
 stream past --h2-max-concurrent-streams is refused; the server serves
 curl after each.
 Phase 5: replay over HTTP/2, on the mojo mount and a Django view. Over TLS
@@ -240,7 +241,8 @@ def served(srv):
     return rc == 0 and out == "hello from mojo\n"
 
 
-@smoke.phase(4, "python3-h2: rapid reset and a CONTINUATION flood end in GOAWAY; streams past the limit refused")
+@smoke.phase(4, "python3-h2: rapid reset, a CONTINUATION flood and MadeYouReset end in GOAWAY; streams past "
+             "the limit refused")
 def phase4(ctx):
     srv = ctx.server(DJANGO_ARGS + ["--h2-max-concurrent-streams", "2", "--realtime"])
     c = H2Raw(srv.addr)
@@ -288,6 +290,29 @@ def phase4(ctx):
     check(refused or ended, "stream 5 past the limit not refused: %s" % short(repr(evs)))
     c.close()
     check(served(srv), "not served after the refused stream")
+
+    # MadeYouReset (CVE-2025-8671): requests the server resets by the
+    # client's doing (a WINDOW_UPDATE past each stream's window, a stream
+    # error FLOW_CONTROL_ERROR): past --h2-max-stream-errors, GOAWAY
+    # ENHANCE_YOUR_CALM. python3-h2 refuses to write such a frame, and keeps
+    # to 100 open streams: it encodes the connection's start and one
+    # request; the rest is written by hand, each request that one's HPACK
+    # block (literal fields, valid again each time) on a stream of its own.
+    # A server of its own: the one above refuses streams past two, which
+    # would count too.
+    srv = ctx.server(DJANGO_ARGS + ["--h2-max-stream-errors", "50"])
+    c = H2Raw(srv.addr)
+    wire = c.conn.data_to_send()
+    c.conn.send_headers(1, c.headers(1, "/native/hello"), end_stream=True)
+    block = c.conn.data_to_send()[9:]
+    for i in range(600):
+        sid = 1 + 2 * i
+        wire += frame(1, 0x5, sid, block) + frame(8, 0, sid, b"\x7f\xff\xff\xff")
+    c.sock.sendall(wire)
+    got = c.read_to_end()
+    check(goaway_code(got) == 11, "MadeYouReset: no GOAWAY ENHANCE_YOUR_CALM: %r" % got[-200:])
+    c.close()
+    check(served(srv), "not served after MadeYouReset")
 
 
 REPLAY_HOLDS = (("mojo", "/native/hold?channel=%s", b": mojo hold\n\n"),

@@ -19,6 +19,19 @@ std::vector<Flag> with_h2_rows(std::vector<Flag> rows) {
                    "EventSource of a page holds one for as long as the page is open",
             .to = number(AT(server.h2_max_streams), 1, uint32_t(1) << 31),
         },
+        {
+            .name = "h2-max-stream-errors",
+            .metavar = "N",
+            .help = "stream errors an HTTP/2 client may cause on one connection at once, "
+                    "refilled N/10 a second (default {default})",
+            .doc = "each RST_STREAM the server sends for a client's own frames (a WINDOW_UPDATE "
+                   "of 0, DATA past a stream's end, a header list far past the limits, ...) "
+                   "draws on a budget of N a connection, refilled by a tenth of N a second; "
+                   "past it the connection ends with GOAWAY ENHANCE_YOUR_CALM "
+                   "(MadeYouReset, CVE-2025-8671: requests made and reset by the client's "
+                   "doing escape --h2-max-concurrent-streams and the bound on its own RST_STREAMs)",
+            .to = number(AT(server.h2_max_stream_errors), 1, uint32_t(1) << 20),
+        },
     };
     return insert_after(std::move(rows), "tls-handshake-timeout", std::move(h2));
 }

@@ -10,7 +10,10 @@
 // flood guards: RST_STREAM by a token bucket (CVE-2023-44487: GOAWAY past
 // it), CONTINUATION frames per header block (CVE-2024-27316), SETTINGS and
 // PING ACKs queued for a peer that does not read, SETTINGS entries per
-// frame. What it lacks is this server's: a header list is bounded as
+// frame. What it lacks is this server's: a bound on the RST_STREAMs the
+// client makes the server send (MadeYouReset, CVE-2025-8671: a budget of
+// --h2-max-stream-errors a connection, counted as each goes out, past it
+// GOAWAY ENHANCE_YOUR_CALM; h2_stream_error); a header list is bounded as
 // decoded (--max-header-size, --max-headers: 431; far past them the stream
 // is reset, so a small HPACK block that decodes into a large list costs
 // nothing kept), a body by --max-body-size (413), an answer that makes no
@@ -68,8 +71,11 @@ struct Server::H2Io {
         st->header_bytes += namelen + valuelen + 4;  // as "name: value\r\n"
         ++st->header_count;
         if (st->header_bytes > lim.max_header * kHeaderResetFactor ||
-            st->header_count > lim.max_headers * kHeaderResetFactor)
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // RST_STREAM: a bomb
+            st->header_count > lim.max_headers * kHeaderResetFactor) {
+            // RST_STREAM: a bomb; one the client caused (its code is ours, INTERNAL_ERROR).
+            if (!conn(p).server->h2_stream_error(conn(p))) return NGHTTP2_ERR_CALLBACK_FAILURE;
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        }
         if (st->header_bytes > lim.max_header || st->header_count > lim.max_headers) {
             if (!st->refuse) st->refuse = 431;
             return 0;
@@ -128,6 +134,20 @@ struct Server::H2Io {
         return 0;
     }
 
+    static int frame_send(nghttp2_session*, const nghttp2_frame* f, void* p) {
+        // A RST_STREAM for the client's frames (PROTOCOL_ERROR, STREAM_CLOSED,
+        // FLOW_CONTROL_ERROR, REFUSED_STREAM, ...): the library's, for a
+        // stream error the client caused. CANCEL and INTERNAL_ERROR are the
+        // server's own (a slow reader, a timeout, a failed answer; the
+        // HPACK bomb counts where it is found).
+        if (f->hd.type != NGHTTP2_RST_STREAM) return 0;
+        const uint32_t code = f->rst_stream.error_code;
+        if (code == NGHTTP2_CANCEL || code == NGHTTP2_INTERNAL_ERROR) return 0;
+        Conn& c = conn(p);
+        (void)c.server->h2_stream_error(c);  // its GOAWAY goes from h2_flush
+        return 0;
+    }
+
     static int stream_close(nghttp2_session*, int32_t id, uint32_t, void* p) {
         Conn& c = conn(p);
         c.server->h2_close_stream(c, id);
@@ -161,6 +181,7 @@ void Server::h2_start(Conn& c) {
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, H2Io::frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, H2Io::data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, H2Io::stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, H2Io::frame_send);
     // The library's own defaults guard the floods (see DESIGN); streams past
     // SETTINGS_MAX_CONCURRENT_STREAMS it refuses (REFUSED_STREAM) from the
     // first frame on, before the client has acknowledged our SETTINGS.
@@ -204,9 +225,10 @@ void Server::h2_read(Conn& c) {
             // A fatal error (a CONTINUATION flood among them) queues no
             // GOAWAY of the library's: ours says why, then the close.
             evbuffer_drain(in, evbuffer_get_length(in));
-            nghttp2_session_terminate_session(c.h2->session, n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
-                                                                 ? NGHTTP2_ENHANCE_YOUR_CALM
-                                                                 : NGHTTP2_PROTOCOL_ERROR);
+            nghttp2_session_terminate_session(c.h2->session,
+                                              n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || c.h2->calm
+                                                  ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                  : NGHTTP2_PROTOCOL_ERROR);
             (void)nghttp2_session_send(c.h2->session);
             close_after_write(c);
             return;
@@ -216,12 +238,40 @@ void Server::h2_read(Conn& c) {
     h2_flush(c);
 }
 
+bool Server::h2_stream_error(Conn& c) {
+    H2State& h = *c.h2;
+    const double cap = cfg_.h2_max_stream_errors;
+    const double now = monotonic_seconds();
+    h.error_budget =
+        h.error_budget < 0 ? cap : std::min(cap, h.error_budget + (now - h.error_at) * cap / 10);
+    h.error_at = now;
+    if (h.error_budget >= 1) {
+        h.error_budget -= 1;
+        return true;
+    }
+    if (!h.calm)
+        M0_LOG(info, "HTTP/2 from ", c.remote_addr,
+               ": stream errors past --h2-max-stream-errors: GOAWAY ENHANCE_YOUR_CALM");
+    h.calm = true;
+    return false;
+}
+
 void Server::h2_flush(Conn& c) {
     H2State& h = *c.h2;
     h.flush_listed = false;
     if (c.phase != Phase::h2) return;
     if (nghttp2_session_send(h.session) != 0) {
         close_conn(c);
+        return;
+    }
+    if (h.calm && !h.going_away) {
+        // Its stream errors ran past the budget: GOAWAY, nothing more read.
+        h.going_away = true;
+        evbuffer_drain(bufferevent_get_input(c.bev),
+                       evbuffer_get_length(bufferevent_get_input(c.bev)));
+        nghttp2_session_terminate_session(h.session, NGHTTP2_ENHANCE_YOUR_CALM);
+        (void)nghttp2_session_send(h.session);
+        close_after_write(c);
         return;
     }
     const SlotRef me = c.slot;

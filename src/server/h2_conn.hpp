@@ -80,8 +80,13 @@ struct H2State {
     std::unordered_map<int32_t, std::unique_ptr<H2Stream>> streams;
     bool flush_listed = false;  // on the server's flush list (a stream wrote)
     bool going_away = false;    // GOAWAY sent: closes once its streams end
-    double idle_since = 0;      // monotonic: its last stream ended (--keepalive-timeout)
-    double timer_at = 0;        // monotonic: when the connection's timer is due (h2_tick)
+    // Stream errors the client caused (Server::h2_stream_error): the budget
+    // left, when it was counted (monotonic), and whether it ran out.
+    double error_budget = -1;  // -1: full, not yet counted
+    double error_at = 0;
+    bool calm = false;
+    double idle_since = 0;  // monotonic: its last stream ended (--keepalive-timeout)
+    double timer_at = 0;    // monotonic: when the connection's timer is due (h2_tick)
     // Holds whose backlog fell under --hold-buffer-limit in the data
     // provider: told to the hold table after the session's send.
     std::vector<SlotRef> drained;

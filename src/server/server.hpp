@@ -138,6 +138,13 @@ struct ServerConfig {
     // An EventSource holds one for as long as its page is open, and one page
     // may open dozens.
     uint32_t h2_max_streams = 256;
+    // The stream errors a client may draw on one connection at once: a
+    // RST_STREAM the server sends for the client's own frames (MadeYouReset,
+    // CVE-2025-8671: each is a request dispatched, then reset by the
+    // client's doing, past the concurrency limit and the library's bound on
+    // the client's own RST_STREAMs). The budget refills by a tenth of it a
+    // second; past it, GOAWAY ENHANCE_YOUR_CALM (--h2-max-stream-errors).
+    uint32_t h2_max_stream_errors = 100;
     std::string server_header = "m0serve/" M0_VERSION;
     WsConfig ws;
 };
@@ -401,6 +408,10 @@ class Server final : private HoldSink {
     // The session's frames into the output; closes the connection when the
     // session is over.
     void h2_flush(Conn& c);
+    // A stream error the client caused, counted against
+    // --h2-max-stream-errors: false once the budget is spent (the
+    // connection then ends with GOAWAY ENHANCE_YOUR_CALM at its next flush).
+    bool h2_stream_error(Conn& c);
     void h2_open_stream(Conn& c, int32_t id);
     void h2_close_stream(Conn& c, int32_t id);
     void h2_close_streams(Conn& c);  // close_conn: each stream's slot released

@@ -53,6 +53,21 @@ bool has_goaway(const std::string& in, uint32_t* code = nullptr) {
     return false;
 }
 
+// Writes `wire` as fast as the socket takes it, the loop reading meanwhile,
+// until the server's GOAWAY or its close.
+bool send_until_end(Rig& rig, SocketClient& c, const std::string& wire) {
+    size_t off = 0;
+    return rig.step_until([&] {
+        while (off < wire.size()) {
+            const ssize_t n = ::send(c.fd, wire.data() + off, wire.size() - off, MSG_DONTWAIT);
+            if (n <= 0) break;
+            off += size_t(n);
+        }
+        c.pump();
+        return has_goaway(c.in) || c.eof;
+    });
+}
+
 }  // namespace
 
 TEST_CASE("h2 hostile: rapid reset (CVE-2023-44487): resets past the bound end the connection") {
@@ -65,17 +80,7 @@ TEST_CASE("h2 hostile: rapid reset (CVE-2023-44487): resets past the bound end t
     int32_t id = 1;
     for (; id < 2 * 1200; id += 2)
         wire += raw_get(id, "/x") + frame(NGHTTP2_RST_STREAM, 0, id, cancel);
-    size_t off = 0;
-    REQUIRE(rig.step_until([&] {
-        // As much as the socket takes, the loop reading meanwhile.
-        while (off < wire.size()) {
-            const ssize_t n = ::send(c->fd, wire.data() + off, wire.size() - off, MSG_DONTWAIT);
-            if (n <= 0) break;
-            off += size_t(n);
-        }
-        c->pump();
-        return has_goaway(c->in) || c->eof;
-    }));
+    REQUIRE(send_until_end(rig, *c, wire));
     uint32_t code = 0;
     CHECK(has_goaway(c->in, &code));
     CHECK(code != NGHTTP2_NO_ERROR);
@@ -84,6 +89,52 @@ TEST_CASE("h2 hostile: rapid reset (CVE-2023-44487): resets past the bound end t
     for (const auto& f : rig.flags) left += f->cancelled() ? 0 : 1;
     CHECK(left == 0);
     CHECK(rig.serves());
+}
+
+TEST_CASE(
+    "h2 hostile: MadeYouReset (CVE-2025-8671): stream errors the client causes past "
+    "--h2-max-stream-errors end the connection with ENHANCE_YOUR_CALM; a few do not") {
+    ServerConfig cfg;
+    cfg.h2_max_stream_errors = 20;
+    Rig rig(cfg);
+    // A request, then a WINDOW_UPDATE that takes its stream's window past
+    // 2^31-1 (RFC 9113 §6.9.1: a stream error FLOW_CONTROL_ERROR): the
+    // server resets a stream the client never reset, its request dispatched.
+    const std::string most("\x7f\xff\xff\xff", 4);
+    const auto made_reset = [&](int32_t id) {
+        return raw_get(id, "/x") + frame(NGHTTP2_WINDOW_UPDATE, 0, id, most);
+    };
+    SECTION("a few: each stream reset, the connection serves on") {
+        auto c = rig.connect();
+        std::string wire = preface();
+        for (int32_t id = 1; id < 2 * 10; id += 2) wire += made_reset(id);
+        REQUIRE(c->send(wire));
+        REQUIRE(rig.step_until([&] { return rig.got.size() == 10; }));
+        REQUIRE(c->send(raw_get(101, "/after")));
+        REQUIRE(rig.step_until([&] {
+            c->pump();
+            return rig.got.size() == 11;
+        }));
+        CHECK_FALSE(has_goaway(c->in));
+        size_t cancelled = 0;
+        for (const auto& f : rig.flags) cancelled += f->cancelled() ? 1 : 0;
+        CHECK(cancelled == 10);  // the reset streams' jobs
+    }
+    SECTION("past the budget: GOAWAY ENHANCE_YOUR_CALM, every job cancelled") {
+        auto c = rig.connect();
+        std::string wire = preface();
+        for (int32_t id = 1; id < 2 * 200; id += 2) wire += made_reset(id);
+        REQUIRE(send_until_end(rig, *c, wire));
+        uint32_t code = 0;
+        CHECK(has_goaway(c->in, &code));
+        CHECK(code == NGHTTP2_ENHANCE_YOUR_CALM);
+        CHECK(rig.got.size() < 200);
+        size_t left = 0;
+        for (const auto& f : rig.flags) left += f->cancelled() ? 0 : 1;
+        CHECK(left == 0);
+        CHECK(rig.wait_eof(*c));
+        CHECK(rig.serves());
+    }
 }
 
 TEST_CASE("h2 hostile: a CONTINUATION flood (CVE-2024-27316) ends the connection") {
