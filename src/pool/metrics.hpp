@@ -28,6 +28,13 @@ struct Metrics {
     std::atomic<uint64_t> tls_resumed{0};            // of them, sessions resumed
     std::atomic<uint64_t> tls_handshakes_failed{0};  // closed before a handshake completed
     std::atomic<uint64_t> tls_plain_refused{0};      // plain HTTP on a TLS port (400)
+    // HTTP/2 and WebSocket (loop threads bump them).
+    std::atomic<uint64_t> h2_connections{0};    // HTTP/2 sessions started (h2 or h2c)
+    std::atomic<uint64_t> h2_streams{0};        // streams a client opened
+    std::atomic<uint64_t> h2_client_resets{0};  // RST_STREAMs from clients
+    std::atomic<uint64_t> h2_stream_errors{0};  // resets the server sent for a client's frames
+    std::atomic<uint64_t> h2_calm{0};           // sessions ended GOAWAY ENHANCE_YOUR_CALM by us
+    std::atomic<uint64_t> websockets{0};        // 101s written (WebSocket holds begun)
 };
 
 }  // namespace m0

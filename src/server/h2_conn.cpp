@@ -106,6 +106,8 @@ struct Server::H2Io {
     }
 
     static int frame_recv(nghttp2_session* s, const nghttp2_frame* f, void* p) {
+        if (f->hd.type == NGHTTP2_RST_STREAM)
+            conn(p).server->metrics_.h2_client_resets.fetch_add(1);
         if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
         auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(s, f->hd.stream_id));
         if (!st || st->state != H2Stream::State::receiving) return 0;
@@ -173,6 +175,7 @@ void Server::h2_start(Conn& c) {
     c.phase = Phase::h2;
     c.parser.reset();
     c.h2 = std::make_unique<H2State>();
+    metrics_.h2_connections.fetch_add(1);
     nghttp2_session_callbacks* cb = nullptr;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_send_callback(cb, H2Io::send);
@@ -225,6 +228,7 @@ void Server::h2_read(Conn& c) {
             // A fatal error (a CONTINUATION flood among them) queues no
             // GOAWAY of the library's: ours says why, then the close.
             evbuffer_drain(in, evbuffer_get_length(in));
+            if (n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS) metrics_.h2_calm.fetch_add(1);
             nghttp2_session_terminate_session(c.h2->session,
                                               n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || c.h2->calm
                                                   ? NGHTTP2_ENHANCE_YOUR_CALM
@@ -245,13 +249,16 @@ bool Server::h2_stream_error(Conn& c) {
     h.error_budget =
         h.error_budget < 0 ? cap : std::min(cap, h.error_budget + (now - h.error_at) * cap / 10);
     h.error_at = now;
+    metrics_.h2_stream_errors.fetch_add(1);
     if (h.error_budget >= 1) {
         h.error_budget -= 1;
         return true;
     }
-    if (!h.calm)
+    if (!h.calm) {
         M0_LOG(info, "HTTP/2 from ", c.remote_addr,
                ": stream errors past --h2-max-stream-errors: GOAWAY ENHANCE_YOUR_CALM");
+        metrics_.h2_calm.fetch_add(1);
+    }
     h.calm = true;
     return false;
 }
@@ -299,6 +306,7 @@ void Server::h2_open_stream(Conn& c, int32_t id) {
         nghttp2_submit_rst_stream(h.session, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
         return;
     }
+    metrics_.h2_streams.fetch_add(1);
     const SlotRef slot = alloc_slot();
     auto st = std::make_unique<H2Stream>();
     st->id = id;

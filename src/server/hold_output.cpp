@@ -458,7 +458,10 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
     if (c.access) access_bytes(c, r.body.size());
     c.phase = Phase::holding;
     c.parser.reset();
-    if (ws) ws_open(c);
+    if (ws) {
+        ws_open(c);
+        metrics_.websockets.fetch_add(1);
+    }
     // on_write reports when the backlog is back under the limit.
     bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.hold_buffer_limit, 0);
     metrics_.holds_total.fetch_add(1);

@@ -72,6 +72,21 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
          m.tls_handshakes_failed.load());
     line(o, "m0_tls_plain_requests_total", "counter",
          "Plain HTTP requests on a TLS port, answered 400.", m.tls_plain_refused.load());
+    line(o, "m0_h2_connections_total", "counter", "HTTP/2 connections (ALPN h2 and h2c).",
+         m.h2_connections.load());
+    line(o, "m0_h2_streams_total", "counter", "HTTP/2 streams clients opened.",
+         m.h2_streams.load());
+    line(o, "m0_h2_client_resets_total", "counter", "RST_STREAM frames from HTTP/2 clients.",
+         m.h2_client_resets.load());
+    line(o, "m0_h2_stream_errors_total", "counter",
+         "RST_STREAM frames sent for a client's own frames (--h2-max-stream-errors).",
+         m.h2_stream_errors.load());
+    line(o, "m0_h2_calm_total", "counter",
+         "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM (stream errors past "
+         "--h2-max-stream-errors, a CONTINUATION flood).",
+         m.h2_calm.load());
+    line(o, "m0_websockets_total", "counter", "WebSocket holds begun (101 written).",
+         m.websockets.load());
     o.append("# HELP m0_pool_busy_threads Pool threads running a job now.\n");
     o.append("# TYPE m0_pool_busy_threads gauge\n");
     for (const Pool* p : pools)

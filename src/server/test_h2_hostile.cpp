@@ -84,6 +84,7 @@ TEST_CASE("h2 hostile: rapid reset (CVE-2023-44487): resets past the bound end t
     uint32_t code = 0;
     CHECK(has_goaway(c->in, &code));
     CHECK(code != NGHTTP2_NO_ERROR);
+    CHECK(rig.metrics.h2_client_resets.load() > 0);
     // The jobs of reset streams are cancelled: none is left to run.
     size_t left = 0;
     for (const auto& f : rig.flags) left += f->cancelled() ? 0 : 1;
@@ -116,6 +117,10 @@ TEST_CASE(
             return rig.got.size() == 11;
         }));
         CHECK_FALSE(has_goaway(c->in));
+        CHECK(rig.metrics.h2_stream_errors.load() == 10);
+        CHECK(rig.metrics.h2_calm.load() == 0);
+        CHECK(rig.metrics.h2_streams.load() == 11);
+        CHECK(rig.metrics.h2_connections.load() == 1);
         size_t cancelled = 0;
         for (const auto& f : rig.flags) cancelled += f->cancelled() ? 1 : 0;
         CHECK(cancelled == 10);  // the reset streams' jobs
@@ -129,6 +134,8 @@ TEST_CASE(
         CHECK(has_goaway(c->in, &code));
         CHECK(code == NGHTTP2_ENHANCE_YOUR_CALM);
         CHECK(rig.got.size() < 200);
+        CHECK(rig.metrics.h2_stream_errors.load() > 20);
+        CHECK(rig.metrics.h2_calm.load() == 1);
         size_t left = 0;
         for (const auto& f : rig.flags) left += f->cancelled() ? 0 : 1;
         CHECK(left == 0);
@@ -152,6 +159,7 @@ TEST_CASE("h2 hostile: a CONTINUATION flood (CVE-2024-27316) ends the connection
     }));
     CHECK(rig.got.empty());
     CHECK(rig.wait_eof(*c));
+    CHECK(rig.metrics.h2_calm.load() == 1);
     CHECK(rig.serves());
 }
 

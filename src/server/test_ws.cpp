@@ -77,6 +77,7 @@ TEST_CASE("ws: the 101 is written after the subscription, and events follow as J
     WsRig rig(ws_config());
     std::string head = rig.open(*rig.conn);
     CHECK(head.find("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n") != std::string::npos);
+    CHECK(rig.metrics.websockets.load() == 1);
     CHECK(head.find("Connection: Upgrade\r\n") != std::string::npos);
     CHECK(head.find("Content-Length") == std::string::npos);
     CHECK(rig.server->subscribed(rig.slot));
