@@ -9,7 +9,8 @@
 // the hold (stream_head 200); any other status is that status (a 200, an
 // answer that is no WebSocket, fails as 0), and a 101 with a wrong accept
 // key fails the hold (status 0, said once on stderr).
-// After the head, wslay reads the frames: each text message is one event
+// After the head, wslay reads the frames (unbuffered: a message in one
+// piece is read where it lies): each text message is one event
 // (stream_event: m0serve's {"id", "event", "data"} JSON and nchan's bare
 // data alike hold `seq=N t=NS`); pings are answered by wslay's own pongs,
 // masked as a client's frames must be; a close ends the hold (stream_gone).
@@ -33,6 +34,13 @@ struct WsLink {
     Conn* conn = nullptr;
     wslay_event_context_ptr ctx = nullptr;  // once the 101 is checked
     std::string accept;                     // the Sec-WebSocket-Accept expected
+    // A text message's data as wslay hands it over in pieces (no buffering:
+    // a message in one piece, as nearly all are, is read where it lies).
+    bool text = false;       // the message being read is text
+    bool whole = false;      // its one frame's payload may arrive in one piece
+    uint64_t length = 0;     // that frame's payload length
+    bool delivered = false;  // it did, and was read where it lay
+    std::string pending;     // its pieces so far, when it came in more than one
 };
 
 namespace {
@@ -62,14 +70,46 @@ int on_genmask(wslay_event_context_ptr, uint8_t* buf, size_t len, void*) {
     return RAND_bytes(buf, int(len)) == 1 ? 0 : -1;
 }
 
-void on_message(wslay_event_context_ptr, const wslay_event_on_msg_recv_arg* m, void* arg) {
-    if (m->opcode == WSLAY_TEXT_FRAME)
-        stream_event(*static_cast<WsLink*>(arg)->conn,
-                     std::string_view(reinterpret_cast<const char*>(m->msg), m->msg_length));
+// Data frames come unbuffered (wslay_event_config_set_no_buffering): each
+// piece as wslay reads it, so a delivery costs the driver no allocation or
+// copy of wslay's, as an SSE event read from the stream's buffer does not.
+// wslay still checks the framing, answers pings and closes.
+void on_frame_start(wslay_event_context_ptr, const wslay_event_on_frame_recv_start_arg* a,
+                    void* arg) {
+    auto* l = static_cast<WsLink*>(arg);
+    if (a->opcode == WSLAY_TEXT_FRAME || a->opcode == WSLAY_BINARY_FRAME) {
+        l->text = a->opcode == WSLAY_TEXT_FRAME;
+        l->whole = a->fin;
+        l->length = a->payload_length;
+        l->delivered = false;
+        l->pending.clear();
+    } else if (a->opcode == WSLAY_CONTINUATION_FRAME) {
+        l->whole = false;
+    }
 }
 
-const wslay_event_callbacks kCallbacks = {on_recv, on_send, on_genmask, nullptr,
-                                          nullptr, nullptr, on_message};
+void on_frame_chunk(wslay_event_context_ptr, const wslay_event_on_frame_recv_chunk_arg* a,
+                    void* arg) {
+    auto* l = static_cast<WsLink*>(arg);
+    if (!l->text) return;
+    if (l->whole && l->pending.empty() && a->data_length == l->length) {
+        stream_event(*l->conn,
+                     std::string_view(reinterpret_cast<const char*>(a->data), a->data_length));
+        l->delivered = true;
+        return;
+    }
+    l->pending.append(reinterpret_cast<const char*>(a->data), a->data_length);
+}
+
+void on_message(wslay_event_context_ptr, const wslay_event_on_msg_recv_arg* m, void* arg) {
+    // A data message's end (its pieces are in `pending`); control frames
+    // come whole in m->msg.
+    auto* l = static_cast<WsLink*>(arg);
+    if (m->opcode == WSLAY_TEXT_FRAME && !l->delivered) stream_event(*l->conn, l->pending);
+}
+
+const wslay_event_callbacks kCallbacks = {on_recv,        on_send, on_genmask, on_frame_start,
+                                          on_frame_chunk, nullptr, on_message};
 
 // The connection ended (closed, reset or refused): the hold is gone.
 void link_gone(WsLink* l) {
@@ -115,6 +155,7 @@ void on_read(bufferevent* bev, void* arg) {
         if (status != 200) return link_gone(l);
         if (wslay_event_context_client_init(&l->ctx, &kCallbacks, l) != 0)
             die("wslay_event_context_client_init failed");
+        wslay_event_config_set_no_buffering(l->ctx, 1);
     }
     if (wslay_event_recv(l->ctx) != 0 || wslay_event_send(l->ctx) != 0 ||
         (!wslay_event_want_read(l->ctx) && !wslay_event_want_write(l->ctx)))
