@@ -218,7 +218,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     static Rig* const rig = new Rig;  // one server for the whole run; each input a connection
     if (size == 0) return 0;
     const bool admin = bytes[0] & 1;
-    const size_t max_piece = size_t(1) << ((bytes[0] >> 1) & 7) * 2;  // 1 .. 16384
+    const size_t max_piece = fuzzing::max_piece(bytes[0]);
     std::string_view input(reinterpret_cast<const char*>(bytes + 1), size - 1);
     const std::vector<Expected> want = reference(input);
 

@@ -1,6 +1,8 @@
-// What the server's fuzzers share (fuzz_request.cpp, fuzz_h2.cpp): a mount's
-// answer posted as a pool posts it, and a client's bytes written to the
-// server in pieces with the loop stepped between them. Fuzzer thread only.
+// What the server's fuzzers share (fuzz_request.cpp, fuzz_h2.cpp,
+// fuzz_ws.cpp): a mount's answer posted as a pool posts it, a client's bytes
+// written to the server in pieces with the loop stepped between them, the
+// half-close and the wait for the server's close and release. Fuzzer thread
+// only.
 #pragma once
 #include <sys/socket.h>
 
@@ -53,12 +55,15 @@ inline void post_answer(CompletionRing& ring, SlotRef s, http::Response resp, st
     ring.push(std::move(end));
 }
 
+// The largest write an input's byte names in bits 1-3: 1 .. 16384 bytes.
+inline size_t max_piece(uint8_t byte) { return size_t(1) << ((byte >> 1) & 7) * 2; }
+
 // Writes `input` to the server in pieces of 1 to `max_piece` bytes (their
 // sizes drawn from `state`), the loop stepped between them; stops early when
-// the server closed. Then half-closes and reads until the server closes.
-inline void write_then_drain(testing::SocketClient& client, std::string_view input,
-                             size_t max_piece, uint64_t state, const Step& step,
-                             Deadline deadline) {
+// the server closed.
+inline void write_pieces(testing::SocketClient& client, std::string_view input, size_t max_piece,
+                         uint64_t state, const Step& step, Deadline deadline) {
+    state |= 1;
     size_t pos = 0;
     while (pos < input.size()) {
         state ^= state << 13;
@@ -74,12 +79,24 @@ inline void write_then_drain(testing::SocketClient& client, std::string_view inp
         client.pump();
         FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
     }
+}
+
+// Half-closes and reads until the server closes.
+inline void drain(testing::SocketClient& client, const Step& step, Deadline deadline) {
     ::shutdown(client.fd, SHUT_WR);
     while (!client.eof) {
         step(true);
         client.pump();
         FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
     }
+}
+
+// write_pieces, then drain.
+inline void write_then_drain(testing::SocketClient& client, std::string_view input,
+                             size_t max_piece, uint64_t state, const Step& step,
+                             Deadline deadline) {
+    write_pieces(client, input, max_piece, state, step, deadline);
+    drain(client, step, deadline);
 }
 
 // Steps the loop until the server holds no connection.

@@ -28,7 +28,8 @@
 #include "http/fuzz_check.hpp"
 #include "http/websocket.hpp"
 #include "http/ws_events.hpp"
-#include "server/fuzz_pieces.hpp"
+#include "loop/log.hpp"
+#include "server/fuzz_rig.hpp"
 #include "server/test_rig.hpp"
 
 namespace {
@@ -129,12 +130,17 @@ void check_frames(std::string_view in, bool deflate) {
 
 }  // namespace
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    log::set_level(log::Level::error);
+    return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     static Rig* rig = new Rig;  // one server for the whole run; each input a connection
     if (size == 0) return 0;
     const bool answer_mode = bytes[0] & 1;
     const bool deflate = bytes[0] & 0x10;  // the client offers permessage-deflate
-    const size_t max_piece = fuzz::max_piece(bytes[0]);
+    const size_t max_piece = fuzzing::max_piece(bytes[0]);
     std::string_view input(reinterpret_cast<const char*>(bytes + 1), size - 1);
     rig->echo = !answer_mode;
     rig->answered_once = false;
@@ -155,25 +161,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* bytes, size_t size) {
     // Mode 1: one masked text message, whose answer is the input.
     static const std::string kHello = {char(0x81), char(0x82), 1, 2, 3, 4, 'h' ^ 1, 'i' ^ 2};
     std::string_view out = answer_mode ? std::string_view(kHello) : input;
-    fuzz::write_pieces(client->fd, out, max_piece, size * 0x9E3779B97F4A7C15ull, [&] {
-        rig->step(false);
-        client->pump();
-        FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
-    });
+    const fuzzing::Step step = [](bool block) { rig->step(block); };
+    fuzzing::write_pieces(*client, out, max_piece, size * 0x9E3779B97F4A7C15ull, step, deadline);
     if (answer_mode)  // the answer comes and is carried out
         for (int i = 0; i < 50 && !rig->answered_once; ++i) rig->step(false);
     for (int i = 0; i < 5; ++i) rig->step(false);
-    ::shutdown(client->fd, SHUT_WR);
-    while (!client->eof) {
-        rig->step(true);
-        client->pump();
-        FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
-    }
+    fuzzing::drain(*client, step, deadline);
     check_frames(client->in, deflate);
     client->close();
-    while (rig->rig.server->connections() != 0) {
-        rig->step(true);
-        FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);
-    }
+    fuzzing::wait_released(*rig->rig.server, step, deadline);
     return 0;
 }
