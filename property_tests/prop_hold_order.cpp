@@ -50,6 +50,7 @@
 
 #include "bus/channel.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/codec.hpp"
 #include "server/server.hpp"
 
 using namespace m0;
@@ -185,7 +186,9 @@ struct Sut {
         cfg.keepalive_timeout = 3600;
         return cfg;
     }
-    explicit Sut(size_t loops) : bus(bus::BusOptions{.history = {.per_channel = 100000}}, loops) {
+    explicit Sut(size_t loops)
+        : bus(bus::BusOptions{.history = {.per_channel = 100000}, .codec = server::codec()},
+              loops) {
         // A write to a closed peer must be an error return, not a signal.
         std::signal(SIGPIPE, SIG_IGN);
         for (size_t i = 0; i < loops; ++i) {

@@ -45,7 +45,11 @@ costs a mojo-only server (no Python to have loaded OpenSSL) no OpenSSL
 start-up: its RSS grows less than 1 MB over its first handshake (OpenSSL's
 SHA-1 is fetched at start-up; fetched at the first handshake it was 2.2 MB;
 1.5 MB under a sanitizer), and a thousand subscribers hold no wslay context:
-less than 3 KB each (recorded, not checked, under a sanitizer).
+less than 3 KB each (recorded, not checked, under a sanitizer). Phase 10:
+--max-event-size measures an event's longest form (the server's codec): an
+event of control bytes whose WebSocket message (six bytes each) is over the
+limit is refused 413 naming that size, though its SSE event fits; one
+under it reaches an SSE hold and a WebSocket subscriber whole.
 """
 
 import asyncio
@@ -515,6 +519,37 @@ def phase9(ctx):
     for c in socks:
         c.close()
     del hold
+
+
+@smoke.phase(10, "--max-event-size measures an event's longest form: one whose WebSocket message is over it (control bytes, six each) is 413 though its SSE event fits; one under it reaches an SSE hold and a WebSocket subscriber whole")
+def phase10(ctx):
+    limit = 4096
+    srv = ctx.server(["--mount", "/native=mojo", "--realtime", "--heartbeat", "60",
+                      "--max-event-size", str(limit), "--hold-buffer-limit", "65536", "--admin-open"],
+                     admin=True)
+    # 1000 control bytes: an SSE event of about 1 KB, a WebSocket message of 6 KB.
+    over = "\x01" * 1000
+    r = publish_admin(srv.admin, None, "m10", over, expect=413)
+    body = r.body.decode("utf-8", "replace")
+    check("--max-event-size %d" % limit in body, "the 413 does not name the limit: %s" % short(body))
+    size = int(body.split("event is ")[1].split(" bytes")[0])
+    check(size > 6000, "measured %d bytes: not its WebSocket message" % size)
+    # 600 of them: 3.6 KB either way, under the limit.
+    fits = "\x01" * 600
+    conn, head = ctx.hold(srv, "/native/hold?channel=m10")
+    check(head.status == 200, "hold: %d" % head.status)
+
+    async def run():
+        async with websockets.connect(url(srv, "/native/ws?channel=m10")) as ws:
+            eid = publish_admin(srv.admin, None, "m10", fits)
+            got = await receive(ws, 1)
+            check(got == [{"id": str(eid), "data": fits}], "the WebSocket got %s" % short(str(got)))
+            return eid
+
+    eid = asyncio.run(run())
+    ok = conn.read_until(lambda b: ("id: %d\n" % eid).encode() in b and b.endswith(b"\n\n"), 5)
+    check(ok, "the SSE hold did not get event %d: %s" % (eid, short(conn.buf)))
+    check(("data: %s\n" % fits).encode() in conn.buf, "the SSE hold's event is not whole")
 
 
 if __name__ == "__main__":

@@ -473,12 +473,13 @@ const std::vector<Flag>& flags() {
             .help = "larger events are refused at publish (default\n"
                     "{default}, or a quarter of --hold-buffer-limit if\n"
                     "smaller); must be below --hold-buffer-limit",
-            .doc =
-                "an event larger than this is refused at publish: 413 from the admin API, "
-                "ValueError from `m0.publish`; by default a quarter of `--hold-buffer-limit` "
-                "when that is smaller. Its size is its bytes on the wire (`id:`, `event:`, "
-                "`data:` lines). Must be below `--hold-buffer-limit` (else exit 2), so no single "
-                "event can fill a reader's buffer",
+            .doc = "an event larger than this is refused at publish: 413 from the admin API, "
+                   "ValueError from `m0.publish`; by default a quarter of `--hold-buffer-limit` "
+                   "when that is smaller. Its size is the most bytes one subscriber is written for "
+                   "it: its SSE event (`id:`, `event:`, `data:` lines) or its WebSocket message "
+                   "(the JSON envelope, each control byte six), whichever is longer. Must be below "
+                   "`--hold-buffer-limit` (else exit 2), so no single event can fill a reader's "
+                   "buffer",
             .to = number(AT(max_event_size), 1, size_t(1) << 32),
         },
         {

@@ -50,6 +50,7 @@
 #include "proc/supervisor.hpp"
 #include "proc/systemd.hpp"
 #include "server/access_log.hpp"
+#include "server/codec.hpp"
 #include "server/loop_set.hpp"
 #include "server/server.hpp"
 #include "server/tls.hpp"
@@ -391,6 +392,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         m0::bus::RedisBusOptions ro;
         ro.url = *o.redis;
         ro.max_event_size = o.max_event_size;
+        ro.codec = m0::server::codec();
         ro.history = o.history.per_channel;
         auto redis = std::make_unique<m0::bus::RedisBus>(loops[0].loop, ro);
         // Serving starts either way; publishes fail until Redis answers.
@@ -407,6 +409,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
     } else if (o.realtime) {
         m0::bus::BusOptions bo;
         bo.max_event_size = o.max_event_size;
+        bo.codec = m0::server::codec();
         // Ids keep increasing across a restart: the counter starts at the clock.
         bo.first_id = m0::bus::clock_seed();
         bo.history = o.history;

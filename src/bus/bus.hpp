@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/codec.hpp"
 #include "bus/frames.hpp"
 #include "bus/history.hpp"
 #include "bus/names.hpp"
@@ -62,9 +63,9 @@ struct PublishResult {
 std::string reason(const PublishResult& r);
 
 // The checks every publish boundary makes before an event is numbered: the
-// channel and event names, then the size (its SSE encoding, the id counted at
-// 20 digits; a raw event's own length) against `max_event_size`. ok,
-// bad_name or too_large.
+// channel and event names, then the size against `max_event_size`: a raw
+// event's own length, any other's as `codec` measures it (its largest form,
+// the id counted at 20 digits). ok, bad_name or too_large.
 // A raw event keeps its format's name (PublishFrame::raw): empty for
 // http-stream content, kResponseFormat for an http-response item; any other
 // name of a raw event is dropped, for it would appear nowhere.
@@ -73,7 +74,8 @@ std::string reason(const PublishResult& r);
 void keep_format(bool raw, std::string& event);
 
 PublishResult check_publish(const std::string& channel, const std::string& event,
-                            const std::string& data, size_t max_event_size, bool raw = false);
+                            const std::string& data, size_t max_event_size, const Codec& codec,
+                            bool raw = false);
 
 // One event of a batch (Bus::publish_batch).
 struct PublishEvent {
@@ -98,7 +100,8 @@ struct BatchResult {
 
 // The checks of check_publish for every event of `events` (keep_format
 // applied to each); the first refused names its index. ok when none is.
-BatchResult check_batch(std::vector<PublishEvent>& events, size_t max_event_size);
+BatchResult check_batch(std::vector<PublishEvent>& events, size_t max_event_size,
+                        const Codec& codec);
 
 class Bus {
   public:
@@ -153,6 +156,8 @@ class Bus {
     virtual void attach(LoopHooks) {}
     // The largest event publish() takes.
     virtual size_t max_event_size() const = 0;
+    // What measures and encodes its events (fixed at construction).
+    virtual const Codec& codec() const = 0;
 
     struct HistoryStats {
         size_t events = 0, bytes = 0;

@@ -35,6 +35,7 @@ class BusChannel::Lane final : public Bus {
         done(hub_.replay(channels, after, upto));
     }
     size_t max_event_size() const override { return hub_.max_event_size(); }
+    const Codec& codec() const override { return hub_.codec(); }
     HistoryStats history_stats() const override { return hub_.history_stats(); }
 
   private:
@@ -45,6 +46,7 @@ class BusChannel::Lane final : public Bus {
 BusChannel::BusChannel(BusOptions o, size_t lanes)
     : capacity_(o.capacity),
       max_event_size_(o.max_event_size),
+      codec_(o.codec),
       first_id_(o.first_id),
       counter_(o.first_id),
       last_id_(o.first_id),
@@ -79,7 +81,7 @@ PublishResult BusChannel::publish(std::string channel, std::string data, std::st
 }
 
 BatchResult BusChannel::publish_batch(std::vector<PublishEvent> events) {
-    BatchResult b = check_batch(events, max_event_size_);
+    BatchResult b = check_batch(events, max_event_size_, codec_);
     if (!b.ok()) {
         if (b.error.error == PublishError::too_large) too_large.fetch_add(1);
         return b;
@@ -103,8 +105,7 @@ BatchResult BusChannel::publish_batch(std::vector<PublishEvent> events) {
                 PublishFrame f{++counter_, std::move(e.channel), std::move(e.event),
                                std::move(e.data), e.raw};
                 // Encoded once for every loop, the history and every replay of it.
-                f.wire = wire_bytes(f);
-                f.ws = ws_bytes(f);
+                if (codec_.encode) codec_.encode(f);
                 b.ids.push_back(f.id);
                 frames.push_back(std::move(f));
             }

@@ -58,6 +58,7 @@ struct BusOptions {
     size_t max_event_size = kDefaultMaxEventSize;
     uint64_t first_id = 0;  // the counter's start: the first event is first_id + 1
     HistoryLimits history;
+    Codec codec;  // the server's (server/codec.hpp); none: events carry no forms
 };
 
 // The first id of a bus started now: unix milliseconds x 1000 (below 2^53,
@@ -92,6 +93,7 @@ class BusChannel final : public Bus {
         done(replay(channels, after, upto));
     }
     size_t max_event_size() const override { return max_event_size_; }
+    const Codec& codec() const override { return codec_; }
     HistoryStats history_stats() const override;
 
     // Loop i's view of the bus (lane 0: this object): its send() queues the
@@ -119,6 +121,7 @@ class BusChannel final : public Bus {
     std::vector<std::unique_ptr<Lane>> views_;  // lanes 1.., immutable after construction
     const size_t capacity_;                     // each lane's bound
     const size_t max_event_size_;               // immutable after construction: any thread
+    const Codec codec_;                         // immutable after construction: any thread
     const uint64_t first_id_;                   // immutable after construction: any thread
     std::mutex mu_;                             // the hub's lock
     uint64_t counter_;                          // guarded by mu_

@@ -1,6 +1,8 @@
 // The frames of the bus channel: what pool threads (and the admin API) queue
 // for the loop. Plain values, any thread.
 #pragma once
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +44,12 @@ struct HoldFrame {
     bool websocket = false;
 };
 
+// An event's forms (PublishFrame::forms): as many as its codec makes, which
+// numbers them (server/codec.hpp); a null entry is a form the event is not
+// written in.
+inline constexpr size_t kForms = 2;
+using Forms = std::array<std::shared_ptr<const std::string>, kForms>;
+
 struct PublishFrame {
     uint64_t id = 0;
     std::string channel;
@@ -61,22 +69,19 @@ struct PublishFrame {
     //                    a ws-message item's content: a text (or binary)
     //                    message to WebSocket subscribers, as it is.
     bool raw = false;
-    // The bytes a hold is written for it (wire_bytes), made once where it is
-    // numbered and shared by every lane, the history and every replay; null
-    // (a frame read from a shared bus): the hold table makes them.
-    std::shared_ptr<const std::string> wire;
-    // The same for WebSocket subscribers (ws_bytes): one text frame, made where
-    // `wire` is and shared the same way; null for a raw event (not theirs).
-    std::shared_ptr<const std::string> ws;
+    // The event's bytes in each form its transports write it (Codec), made
+    // once where it is numbered and shared by every lane, the history and
+    // every replay. The bus carries and counts them and never reads them.
+    // Empty (a frame read from a shared bus, or a bus with no codec): each
+    // transport makes its own where it writes them, once a loop.
+    Forms forms;
+    // Whether the codec gave it any form.
+    bool encoded() const {
+        for (const auto& b : forms)
+            if (b) return true;
+        return false;
+    }
 };
-
-// The bytes a hold is written for `f`: its SSE event (id:, event:, data:
-// lines), or a raw event's data as it is.
-std::shared_ptr<const std::string> wire_bytes(const PublishFrame& f);
-// The bytes a WebSocket subscriber is written for `f`: one text frame whose
-// payload is {"id": "N", "event": NAME, "data": DATA} (http/websocket.hpp);
-// null for a raw event, which WebSocket subscribers are not written.
-std::shared_ptr<const std::string> ws_bytes(const PublishFrame& f);
 
 using Frame = std::variant<HoldFrame, PublishFrame>;
 

@@ -8,23 +8,23 @@ void History::append(const PublishFrame& f, double now) {
     if (limits_.per_channel == 0) return;
     auto kept = std::make_shared<Kept>();
     kept->at = now;
-    if (f.wire && !kept_whole(f)) {
-        // A replay writes only the wire bytes (shared with the live
-        // fan-out): the event's text is not kept twice (a long-poll reads
-        // its data back from them). An http-response item is kept whole:
-        // its wire bytes are only its http-stream content.
+    if (f.encoded() && !kept_whole(f)) {
+        // A replay writes only the event's forms (shared with the live
+        // fan-out): its text is not kept twice (the transports read it back
+        // from them, Codec). A raw event with a format is kept whole: its
+        // forms alone do not say what it is.
         kept->frame.id = f.id;
         kept->frame.channel = f.channel;
         kept->frame.raw = f.raw;
-        kept->frame.wire = f.wire;
-        kept->frame.ws = f.ws;
+        kept->frame.forms = f.forms;
     } else {
         kept->frame = f;
     }
     // What it keeps alive: the frame, and the bytes its holds are written.
     const PublishFrame& k = kept->frame;
-    kept->bytes = k.channel.size() + k.event.size() + k.data.size() + sizeof(Kept) +
-                  (k.wire ? k.wire->size() : 0) + (k.ws ? k.ws->size() : 0);
+    kept->bytes = k.channel.size() + k.event.size() + k.data.size() + sizeof(Kept);
+    for (const auto& b : k.forms)
+        if (b) kept->bytes += b->size();
     Channel& ch = channels_[f.channel];
     ch.events.push_back(kept);
     order_.push_back(kept);

@@ -34,11 +34,11 @@ struct HistoryLimits {
 
 // What a hold is replayed, merged across its channels in id order.
 struct Replay {
-    // ids in (after, upto]. An event that came with its wire bytes (the
-    // in-process bus) is kept and replayed as its id, channel, raw flag and
-    // those bytes only: `event` and `data` are empty (a long-poll reads them
-    // back from the bytes); but an http-response item (kResponseFormat) is
-    // kept whole, for its bytes are only its http-stream content.
+    // ids in (after, upto]. An event that came with its forms (PublishFrame::
+    // forms, made by the bus's codec) is kept and replayed as its id,
+    // channel, raw flag and forms only: `event` and `data` are empty (the
+    // transports read them back from the forms); but a raw event with a
+    // format (kept_whole) is kept whole, for its forms do not say what it is.
     std::vector<PublishFrame> events;
     bool gap = false;     // some event after `after` is no longer kept
     uint64_t oldest = 0;  // the lowest id kept on those channels (0: none)

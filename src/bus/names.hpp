@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "pool/slot.hpp"
+#include "loop/slot.hpp"
 
 namespace m0::bus {
 

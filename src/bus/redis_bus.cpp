@@ -284,7 +284,7 @@ PublishResult RedisBus::single(BatchResult b) {
 }
 
 BatchResult RedisBus::publish_batch(std::vector<PublishEvent> events) {
-    BatchResult b = check_batch(events, opt_.max_event_size);
+    BatchResult b = check_batch(events, opt_.max_event_size, opt_.codec);
     if (!b.ok() && b.error.error == PublishError::too_large) too_large.fetch_add(1);
     if (!b.ok() || events.empty()) return b;
     if (!up_.load())
@@ -307,7 +307,7 @@ struct RedisBus::BatchCall {
 };
 
 void RedisBus::publish_batch_later(std::vector<PublishEvent> events, BatchDone done) {
-    BatchResult b = check_batch(events, opt_.max_event_size);
+    BatchResult b = check_batch(events, opt_.max_event_size, opt_.codec);
     if (!b.ok() && b.error.error == PublishError::too_large) too_large.fetch_add(1);
     if (!b.ok() || events.empty()) return done(std::move(b));
     if (!up_.load() || !cmd_)

@@ -35,7 +35,7 @@
 // events, and each of its channels is subscribed, before the read it joined
 // is sent. A read already sent is never joined: a hold that began listening
 // after it could miss what was published between that read and its start.
-// The read's events are encoded once (PublishFrame::wire) and every hold
+// The read's events are encoded once (the codec's PublishFrame::forms) and every hold
 // that joined shares them: one XRANGE, and one copy of the bytes, a turn.
 // Gaps (m0-reset): a cursor below a channel's mark (the newest id trimmed
 // from its stream), or below the epoch (the first id this Redis's data has:
@@ -91,6 +91,7 @@ struct RedisBusOptions {
     size_t max_event_size = kDefaultMaxEventSize;  // --max-event-size
     size_t history = HistoryLimits{}.per_channel;  // --history: each stream's length
     double timeout = 2;                    // the publish link's connect and reply bound, seconds
+    Codec codec;                           // the server's (server/codec.hpp); none: no forms
     std::function<void(RedisPoint)> hook;  // tests only; loop thread
 };
 
@@ -126,6 +127,7 @@ class RedisBus final : public Bus {
     void replay_later(const std::vector<std::string>& channels, uint64_t after, uint64_t upto,
                       ReplayDone done) override;
     size_t max_event_size() const override { return opt_.max_event_size; }
+    const Codec& codec() const override { return opt_.codec; }
     // Redis keeps the history: nothing is counted here.
     HistoryStats history_stats() const override { return {}; }
     void attach(LoopHooks hooks) override { hooks_ = std::move(hooks); }

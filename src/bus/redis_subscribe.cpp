@@ -210,9 +210,8 @@ void RedisBus::on_replay_reply(redisAsyncContext* ac, void* reply, void* priv) {
             // all a replay writes (see Replay), and a long-poll reads its
             // data back from them. An http-response item is kept whole: its
             // bytes are only its http-stream content.
-            f.wire = wire_bytes(f);
-            f.ws = ws_bytes(f);
-            if (!kept_whole(f)) {
+            if (self->opt_.codec.encode) self->opt_.codec.encode(f);
+            if (f.encoded() && !kept_whole(f)) {
                 f.event.clear();
                 f.data.clear();
             }

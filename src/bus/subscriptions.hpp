@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pool/slot.hpp"
+#include "loop/slot.hpp"
 
 namespace m0::bus {
 

@@ -14,6 +14,8 @@
 #include "bus/names.hpp"
 #include "bus/subscriptions.hpp"
 #include "http/sse.hpp"
+#include "http/websocket.hpp"
+#include "server/codec.hpp"
 
 using namespace m0;
 using namespace m0::bus;
@@ -217,14 +219,21 @@ TEST_CASE("bus channel: a full channel refuses, counts it, and takes no id", "[b
 
 TEST_CASE("bus channel: an event larger than max_event_size is refused too_large and takes no id",
           "[bus][channel]") {
-    // The size is what one hold is written: the SSE encoding, its id counted
-    // at its widest (20 digits), so the check does not depend on the id.
+    // The size is what the codec measures: the server's, the largest bytes
+    // one subscriber is written (an SSE event or a WebSocket message), the id
+    // counted at its widest (20 digits), so the check does not depend on the id.
     auto size_of = [](std::string_view event, std::string_view data) {
-        return sse::encode_event(UINT64_MAX, event, data).size();
+        return std::max(sse::encode_event(UINT64_MAX, event, data).size(),
+                        http::ws::server_frame(http::ws::Opcode::text,
+                                               http::ws::event_message(UINT64_MAX, event, data))
+                            .size());
     };
     const std::string fits(100 - size_of("", ""), 'x');
     REQUIRE(size_of("", fits) == 100);
-    BusChannel ch(BusOptions{.capacity = 16, .max_event_size = 100});
+    // The Python package outside the server counts the same (test_m0_redis.py).
+    CHECK(server::measure("ev", "a\nb\nc\nd\ne") == 76);
+    CHECK(server::measure("", std::string(10, '\x01')) == 101);
+    BusChannel ch(BusOptions{.capacity = 16, .max_event_size = 100, .codec = server::codec()});
     CHECK(ch.max_event_size() == 100);
     auto a = ch.publish("a", fits);
     CHECK(a.ok());
@@ -237,6 +246,7 @@ TEST_CASE("bus channel: an event larger than max_event_size is refused too_large
         {"one byte over", fits + "x", ""},
         {"the event name counts", fits, "e"},
         {"each line end costs a data field", std::string(20, '\n'), ""},
+        {"a control byte costs six in a WebSocket message", std::string(16, '\x01'), ""},
     };
     for (auto& b : big) {
         INFO(b.what);
@@ -252,7 +262,7 @@ TEST_CASE("bus channel: an event larger than max_event_size is refused too_large
         CHECK(why.find("100") != std::string::npos);
         CHECK(why.find(std::to_string(r.size)) != std::string::npos);
     }
-    CHECK(ch.too_large.load() == 3);
+    CHECK(ch.too_large.load() == 4);
     CHECK(ch.refused.load() == 0);  // not a full channel
     CHECK(ch.published.load() == 1);
     CHECK(ch.queued() == 1);
@@ -262,8 +272,21 @@ TEST_CASE("bus channel: an event larger than max_event_size is refused too_large
         auto r = ch.publish("m0.slot.1.1", fits + "x");
         CHECK(r.error == PublishError::bad_name);
         CHECK(r.name_error == NameError::reserved);
-        CHECK(ch.too_large.load() == 3);
+        CHECK(ch.too_large.load() == 4);
     }
+}
+
+TEST_CASE("bus channel: with no codec an event's size is its data and name, and it has no forms",
+          "[bus][channel]") {
+    BusChannel ch(BusOptions{.capacity = 16, .max_event_size = 10});
+    CHECK(ch.publish("a", "12345", "named").ok());
+    auto r = ch.publish("a", "123456", "named");
+    CHECK(r.error == PublishError::too_large);
+    CHECK(r.size == 11);
+    auto frames = ch.peek();
+    REQUIRE(frames.size() == 1);
+    CHECK_FALSE(std::get<PublishFrame>(frames[0]).encoded());
+    CHECK(std::get<PublishFrame>(frames[0]).data == "12345");
 }
 
 TEST_CASE("bus channel: a raw event is numbered and kept like any other; its size is its length",
@@ -450,25 +473,42 @@ TEST_CASE(
     "bus lanes: an event is encoded once where it is numbered; every lane, the history and every "
     "replay share those bytes",
     "[bus][channel][lanes]") {
-    BusChannel ch(BusOptions{}, 2);
+    // The server's codec, counting its calls.
+    static std::atomic<int> encoded{0};
+    encoded = 0;
+    Codec counting = server::codec();
+    counting.encode = [](PublishFrame& f) {
+        ++encoded;
+        server::encode(f);
+    };
+    BusChannel ch(BusOptions{.codec = counting}, 2);
     REQUIRE(ch.publish("a", "x", "note").id == 1);
     REQUIRE(ch.publish("a", "<p>raw</p>", "", true).id == 2);
     std::deque<Frame> zero, one;
     REQUIRE(ch.lane(0).drain(zero) == 2);
     REQUIRE(ch.lane(1).drain(one) == 2);
     const auto& first = std::get<PublishFrame>(zero[0]);
-    REQUIRE(first.wire);
-    CHECK(*first.wire == "id: 1\nevent: note\ndata: x\n\n");
-    CHECK(*std::get<PublishFrame>(zero[1]).wire == "<p>raw</p>");  // raw: as it is
-    CHECK(std::get<PublishFrame>(one[0]).wire.get() == first.wire.get());
+    const auto& sse = server::form(first, server::Form::sse);
+    const auto& ws = server::form(first, server::Form::ws);
+    REQUIRE(sse);
+    REQUIRE(ws);
+    CHECK(*sse == "id: 1\nevent: note\ndata: x\n\n");
+    CHECK(*ws == http::ws::server_frame(http::ws::Opcode::text,
+                                        R"({"id":"1","event":"note","data":"x"})"));
+    const auto& raw = std::get<PublishFrame>(zero[1]);
+    CHECK(*server::form(raw, server::Form::sse) == "<p>raw</p>");  // raw: as it is
+    CHECK_FALSE(server::form(raw, server::Form::ws));              // not a WebSocket's
+    CHECK(std::get<PublishFrame>(one[0]).forms == first.forms);    // the same bytes
     std::vector<Replay> replays(3);
     for (auto& r : replays) ch.lane(1).replay_later({"a"}, 0, 2, [&](Replay got) { r = got; });
     for (const auto& r : replays) {
         REQUIRE(r.events.size() == 2);
-        CHECK(r.events[0].wire.get() == first.wire.get());
+        CHECK(r.events[0].forms == first.forms);
+        CHECK(r.events[0].data.empty());  // kept as its forms alone
     }
-    // The history counts the bytes it keeps alive: each event's wire and its entry.
-    CHECK(ch.history_stats().bytes >= first.data.size() + first.wire->size() * 2);
+    CHECK(encoded == 2);  // once an event, for both lanes, the history and the replays
+    // The history counts the bytes it keeps alive: each event's forms and its entry.
+    CHECK(ch.history_stats().bytes >= first.data.size() + (sse->size() + ws->size()) * 2);
 }
 
 TEST_CASE("bus lanes: a publish that one full lane cannot take is refused on every lane",

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bus/channel.hpp"
+#include "server/codec.hpp"
 
 using namespace m0;
 using namespace m0::bus;
@@ -38,7 +39,7 @@ std::vector<PublishEvent> batch_of(size_t n, const std::string& tag) {
 
 TEST_CASE("bus batch: consecutive ids in batch order, once on every lane, kept in history",
           "[bus][batch]") {
-    BusChannel ch(BusOptions{.first_id = 100}, 3);
+    BusChannel ch(BusOptions{.first_id = 100, .codec = server::codec()}, 3);
     REQUIRE(ch.publish("even", "before").id == 101);
     auto b = ch.publish_batch(batch_of(5, "e"));
     REQUIRE(b.ok());
@@ -52,10 +53,10 @@ TEST_CASE("bus batch: consecutive ids in batch order, once on every lane, kept i
             CHECK(frames[i].id == 101 + i);
             CHECK(frames[i].data == "e" + std::to_string(i - 1));
             CHECK(frames[i].channel == (i % 2 ? "even" : "odd"));
-            REQUIRE(frames[i].wire);
+            REQUIRE(frames[i].encoded());
         }
         // Every lane shares one encoding of each event.
-        CHECK(frames[3].wire == lane_frames(ch, 0)[3].wire);
+        CHECK(frames[3].forms == lane_frames(ch, 0)[3].forms);
     }
     // History: a hold on "odd" from before the batch replays its events, in order.
     Replay r = ch.replay({"odd"}, 101, 106);

@@ -118,8 +118,9 @@ TEST_CASE(
     Replay r = replay_of(loop, bus, {"a", "b"}, b[2]);
     CHECK(ids(r) == std::vector<uint64_t>{a[3], b[3], a[4], b[4]});
     // A replay carries each event as the bytes its holds are written.
-    REQUIRE(r.events.back().wire);
-    CHECK(*r.events.back().wire == "id: " + std::to_string(b[4]) + "\nevent: named\ndata: b4\n\n");
+    REQUIRE(r.events.back().forms[0]);
+    CHECK(*r.events.back().forms[0] ==
+          "id: " + std::to_string(b[4]) + "\nevent: named\ndata: b4\n\n");
     CHECK(r.upto == b[4]);
     CHECK_FALSE(r.gap);  // trimmed: a up to a[2], b up to b[2]; nothing after b[2]
     // b[2] was trimmed and comes after a[2]: a hold on both lost it.
@@ -185,8 +186,8 @@ TEST_CASE(
     Replay r = replay_of(loop, b, {"c"}, first.id - 1);
     REQUIRE(ids(r) == std::vector<uint64_t>{first.id, plain.id});
     CHECK(r.events[0].raw);
-    REQUIRE(r.events[0].wire);
-    CHECK(*r.events[0].wire == content);  // written as it is: no id:/data: lines
+    REQUIRE(r.events[0].forms[0]);
+    CHECK(*r.events[0].forms[0] == content);  // written as it is: no id:/data: lines
     CHECK_FALSE(r.events[1].raw);
     std::optional<PublishResult> later;
     a.publish_later("c", "data: two\n\n", {}, true, [&](PublishResult p) { later = p; });
@@ -253,8 +254,8 @@ TEST_CASE(
         CHECK(ids(*got[i]) == std::vector<uint64_t>{a[1], a[2]});
         REQUIRE(got[i]->events.size() == 2);
         // The same bytes for every hold the read answered, not a copy each.
-        CHECK(got[i]->events[0].wire == got[0]->events[0].wire);
-        CHECK(got[i]->events[1].wire == got[0]->events[1].wire);
+        CHECK(got[i]->events[0].forms == got[0]->events[0].forms);
+        CHECK(got[i]->events[1].forms == got[0]->events[1].forms);
     }
     CHECK(ids(*got[3]) == std::vector<uint64_t>{a[2]});
 
@@ -292,7 +293,7 @@ TEST_CASE("redis bus: a batch is numbered in its order by the shared counter, bo
     Replay r = replay_of(loop, bus, {"a"}, 0);
     CHECK(ids(r) == all);
     REQUIRE(r.events.size() == 10);
-    CHECK(*r.events[3].wire == "id: " + std::to_string(b.ids[2]) + "\ndata: e2\n\n");
+    CHECK(*r.events[3].forms[0] == "id: " + std::to_string(b.ids[2]) + "\ndata: e2\n\n");
     CHECK(bus.position() >= later.ids.back());
     // Checked whole before Redis is asked: a bad event names its index.
     auto bad = batch("a", 3);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bus/redis_bus.hpp"
+#include "server/codec.hpp"
 
 namespace m0::testing {
 
@@ -136,6 +137,7 @@ inline bus::RedisBusOptions bus_options(const RedisServer& redis, size_t history
     bus::RedisBusOptions o;
     o.url = *bus::parse_redis_url(redis.url(), err);
     o.history = history;
+    o.codec = server::codec();  // as the binary's bus (serve.cpp)
     return o;
 }
 

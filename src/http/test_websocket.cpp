@@ -118,6 +118,22 @@ TEST_CASE("websocket: an event message is JSON with its id as a string", "[webso
     CHECK(event_message(1, "", "\xff") == "{\"id\":\"1\",\"data\":\"\xef\xbf\xbd\"}");
 }
 
+TEST_CASE("websocket: an event's frame size is counted as the frame is built", "[websocket]") {
+    // Every byte value, alone and in runs that cross the 7-, 16- and 64-bit
+    // length forms; names too; ids 0 (no "id"), small and the widest.
+    std::vector<std::string> texts = {"", "x", "a\"b\\c/", "caf\xc3\xa9", "\xff\xfe", "\x7f"};
+    for (int c = 0; c < 256; ++c) texts.push_back(std::string(1, static_cast<char>(c)));
+    for (size_t n : {100, 120, 125, 126, 127, 65535 - 20, 65535, 65536, 70000})
+        for (char c : {'a', '"', '\x01', '\n'}) texts.push_back(std::string(n, c));
+    for (uint64_t id : {uint64_t{0}, uint64_t{7}, UINT64_MAX})
+        for (const char* event : {"", "tick", "a\"b", "\x01"})
+            for (const auto& data : texts) {
+                INFO("id " << id << ", event " << event << ", data of " << data.size());
+                CHECK(event_frame_size(id, event, data) ==
+                      server_frame(Opcode::text, event_message(id, event, data)).size());
+            }
+}
+
 TEST_CASE("websocket: UTF-8 is validated in pieces", "[websocket]") {
     auto whole = [](std::string_view s) {
         Utf8Validator v;

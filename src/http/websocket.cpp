@@ -154,6 +154,43 @@ std::string event_message(uint64_t id, std::string_view event, std::string_view 
     return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+namespace {
+
+// A JSON string's size as event_message writes it (quotes included), or
+// SIZE_MAX when a byte is not ASCII (its UTF-8 is checked and replaced as it
+// is written: counted by building it).
+size_t json_string_size(std::string_view s) {
+    size_t n = 2;
+    for (char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c >= 0x80) return SIZE_MAX;
+        if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t')
+            n += 2;
+        else if (c < 0x20)
+            n += 6;  // \u00XX
+        else
+            n += 1;
+    }
+    return n;
+}
+
+size_t frame_size(size_t payload) {
+    return payload + (payload < 126 ? 2 : payload <= 0xFFFF ? 4 : 10);
+}
+
+}  // namespace
+
+size_t event_frame_size(uint64_t id, std::string_view event, std::string_view data) {
+    const size_t e = event.empty() ? 0 : json_string_size(event);
+    const size_t d = json_string_size(data);
+    if (e == SIZE_MAX || d == SIZE_MAX) return frame_size(event_message(id, event, data).size());
+    // {"id":"N","event":E,"data":D}
+    size_t n = 2 + 7 + d;                                     // the braces, "data": and D
+    if (id != 0) n += 5 + 2 + std::to_string(id).size() + 1;  // "id": and "N" and a comma
+    if (!event.empty()) n += 8 + e + 1;                       // "event": and E and a comma
+    return frame_size(n);
+}
+
 std::string server_frame(Opcode op, std::string_view payload) {
     // RFC 6455 §5.2: FIN, RSV1-3 zero, the opcode; MASK zero; the length in
     // 7 bits, or 126 and 16 bits, or 127 and 64 bits (network byte order).

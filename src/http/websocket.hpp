@@ -104,6 +104,9 @@ void prepare();
 // "event" (left out when empty) and "data". Bytes of `data` that are not
 // UTF-8 become U+FFFD.
 std::string event_message(uint64_t id, std::string_view event, std::string_view data);
+// server_frame(Opcode::text, event_message(id, event, data)).size(), counted
+// without building either when `event` and `data` are ASCII (else built).
+size_t event_frame_size(uint64_t id, std::string_view event, std::string_view data);
 
 // Whether an endpoint may send `code` in a close frame (RFC 6455 §7.4: 1000
 // to 1003, 1007 to 1014 (IANA's registry), 3000 to 4999).

@@ -18,7 +18,7 @@
 #include <memory>
 #include <vector>
 
-#include "pool/slot.hpp"
+#include "loop/slot.hpp"
 
 namespace m0 {
 

@@ -23,8 +23,8 @@
 
 #include "http/message.hpp"
 #include "loop/notify_queue.hpp"
+#include "loop/slot.hpp"
 #include "pool/admission.hpp"
-#include "pool/slot.hpp"
 
 namespace m0 {
 

@@ -27,6 +27,7 @@
 
 #include "http/fuzz_check.hpp"
 #include "loop/log.hpp"
+#include "server/codec.hpp"
 #include "server/fuzz_rig.hpp"
 #include "server/h2_conn.hpp"
 
@@ -73,6 +74,7 @@ struct Rig {
         bus::BusOptions o;
         o.history.per_channel = 4;
         o.history.max_bytes = 1 << 20;
+        o.codec = server::codec();
         return o;
     }
     void answer(SlotRef s, const Request& r) {

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "http/message.hpp"
+#include "loop/slot.hpp"
 #include "pool/completion.hpp"
-#include "pool/slot.hpp"
 #include "server/access_log.hpp"
 #include "server/holds.hpp"
 

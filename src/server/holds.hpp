@@ -31,7 +31,8 @@
 // Fan-out cost: an event is encoded once into SharedBytes, and every
 // hold's pending queue and every connection's output holds a reference to
 // those bytes, never a copy (HoldSink::write_shared). The in-process bus
-// encodes it where it numbers it (PublishFrame::wire): every loop, the
+// has it encoded where it numbers it (the server's codec, codec.hpp,
+// PublishFrame::forms): every loop, the
 // history, and so every replay of it share the same bytes; a frame from a
 // shared bus comes without them and publish() encodes it once per loop (a
 // reconnect storm's replays took a fifth of the CPU and under a quarter of
@@ -67,8 +68,8 @@
 #include "bus/frames.hpp"
 #include "bus/history.hpp"
 #include "bus/subscriptions.hpp"
+#include "loop/slot.hpp"
 #include "pool/metrics.hpp"
-#include "pool/slot.hpp"
 #include "server/subscriber.hpp"
 
 namespace m0::server {

@@ -2,6 +2,7 @@
 // EventSource). Events carry id: and data: lines (event: when named), a gap is
 // an m0-reset event, the end a retry: hint, the heartbeat a comment line.
 #include "http/sse.hpp"
+#include "server/codec.hpp"
 #include "server/subscriber.hpp"
 
 namespace m0::server {
@@ -19,7 +20,8 @@ class SseSubscriber final : public Subscriber {
         // The bus made them where it numbered the event (every loop, the
         // history and each replay share them); a frame from a shared bus comes
         // without, and they are made here once a loop.
-        return f.wire ? f.wire : bus::wire_bytes(f);
+        const SharedBytes& made = form(f, Form::sse);
+        return made ? made : sse_bytes(f);
     }
     SharedBytes reset(uint64_t oldest) const override {
         return std::make_shared<const std::string>(

@@ -8,6 +8,7 @@
 #include "bus/channel.hpp"
 #include "grant/grant.hpp"
 #include "server/admin.hpp"
+#include "server/codec.hpp"
 
 using namespace m0;
 using m0::http::Request;
@@ -24,7 +25,10 @@ struct Admin {
     server::AdminApi api;
 
     explicit Admin(bus::BusOptions o = {}, bool open = false, std::string key = kKey)
-        : bus(o),
+        : bus([&] {
+              o.codec = server::codec();  // as the binary's bus (serve.cpp)
+              return o;
+          }()),
           api(std::move(key), open, metrics, &bus,
               [this](const std::string& c, const server::AdminApi::Closed& done) {
                   closed.push_back(c);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "http/json.hpp"
+#include "server/codec.hpp"
 #include "server/holds.hpp"
 
 using namespace m0;
@@ -394,7 +395,8 @@ TEST_CASE(
     Table t;
     t.sink.keep = true;
     bus::PublishFrame f = t.event(7, "x", "again");
-    f.wire = bus::wire_bytes(f);
+    server::encode(f);
+    const auto& wire = server::form(f, server::Form::sse);
     bus::Replay r;
     r.events = {f};
     r.upto = 7;
@@ -403,9 +405,9 @@ TEST_CASE(
         t.table.open(s, 3, {"x"}, r);
         REQUIRE(t.table.start(s, 0));
         REQUIRE(t.sink.kept[key(s)].size() == 1);
-        CHECK(t.sink.kept[key(s)][0].get() == f.wire.get());
+        CHECK(t.sink.kept[key(s)][0].get() == wire.get());
     }
-    CHECK(*f.wire == "id: 7\ndata: again\n\n");
+    CHECK(*wire == "id: 7\ndata: again\n\n");
     // A frame from a shared bus carries none: the table encodes it.
     bus::Replay bare;
     bare.events = {t.event(8, "x", "late")};
@@ -571,9 +573,11 @@ TEST_CASE("long-poll answer: the handler's answer with the event in it", "[holds
         http::Response r = sub.answer(held, f);
         CHECK(r.status == 200);
         CHECK(r.body == "line 1\nline 2");  // as an EventSource client reads it
-        // From history an event is only its wire bytes: the same answer.
+        // From history an event is only its forms: the same answer.
         bus::PublishFrame kept{42, "x", "", ""};
-        kept.wire = bus::wire_bytes(f);
+        bus::PublishFrame coded = f;
+        server::encode(coded);
+        kept.forms = coded.forms;
         http::Response again = sub.answer(held, kept);
         CHECK(again.body == r.body);
         CHECK(again.headers.get("M0-Event") == "tick");

@@ -16,6 +16,7 @@
 
 #include "bus/channel.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/codec.hpp"
 #include "server/loop_set.hpp"
 #include "server/test_rig.hpp"
 
@@ -66,7 +67,7 @@ int listening_sockets(uint16_t port) {
 // Two loops, a two-lane bus, a pool of two threads, every server listening.
 struct Loops {
     static constexpr size_t kLoops = 2;
-    bus::BusChannel hub{bus::BusOptions{}, kLoops};
+    bus::BusChannel hub{bus::BusOptions{.codec = server::codec()}, kLoops};
     Metrics metrics;
     server::LoopSet set{kLoops};
     mojo::HandlerFor<HoldMount> handler{mojo::MojoEnv{}};
@@ -208,7 +209,7 @@ TEST_CASE(
 }
 
 TEST_CASE("loop set: --max-connections is one count across the loops", "[server][loops]") {
-    bus::BusChannel hub{bus::BusOptions{}, 2};
+    bus::BusChannel hub{bus::BusOptions{.codec = server::codec()}, 2};
     Metrics metrics;
     server::LoopSet set{2};
     server::ServerConfig cfg;

@@ -12,6 +12,7 @@
 #include "bus/redis_bus.hpp"
 #include "mojo/builtin.hpp"
 #include "mojo/mojo_pool.hpp"
+#include "server/codec.hpp"
 #include "server/test_rig.hpp"
 
 using namespace m0;
@@ -39,6 +40,7 @@ struct SentinelServer {
         auto u = bus::parse_redis_url(url, err);
         REQUIRE(u);
         o.url = *u;
+        o.codec = server::codec();  // as the binary's bus (serve.cpp)
         bus = std::make_unique<bus::RedisBus>(loop, o);
         server::ServerConfig cfg;
         cfg.heartbeat = 3600;

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "bus/channel.hpp"
+#include "server/codec.hpp"
 #include "server/server.hpp"
 
 namespace m0::testing {
@@ -97,9 +98,15 @@ struct ServerRig {
     bus::BusChannel bus;
     std::unique_ptr<server::Server> server;
 
+    // The server's codec on `o`, as the binary gives its bus (serve.cpp).
+    static bus::BusOptions served(bus::BusOptions o) {
+        o.codec = server::codec();
+        return o;
+    }
+
     explicit ServerRig(server::ServerConfig cfg = {}, bool realtime = false,
                        bus::BusOptions bus_options = {})
-        : bus(bus_options) {
+        : bus(served(bus_options)) {
         // A write to a closed peer must be an error return, not a signal.
         std::signal(SIGPIPE, SIG_IGN);
         server = std::make_unique<server::Server>(loop, std::move(cfg), ring,

@@ -15,6 +15,7 @@
 #include "grant/grant.hpp"
 #include "http/ws_deflate.hpp"
 #include "mojo/mojo.hpp"
+#include "server/codec.hpp"
 #include "server/test_hold_rig.hpp"
 #include "server/test_ws_frames.hpp"
 
@@ -122,8 +123,9 @@ TEST_CASE("ws: an event's frame is made once and shared by every subscriber", "[
     // this replay's copy of it, and one for each subscriber.
     auto replay = rig.bus.replay({"c"}, 0, rig.bus.position());
     REQUIRE(replay.events.size() == 1);
-    REQUIRE(replay.events[0].ws);
-    CHECK(replay.events[0].ws.use_count() == 4);
+    const auto& ws = server::form(replay.events[0], server::Form::ws);
+    REQUIRE(ws);
+    CHECK(ws.use_count() == 4);
 }
 
 TEST_CASE("ws: a reconnect with ?lastEventID= is replayed what it missed, then live", "[ws]") {

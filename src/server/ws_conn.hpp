@@ -14,8 +14,8 @@
 #include "http/websocket.hpp"
 #include "http/ws_deflate.hpp"
 #include "http/ws_events.hpp"
+#include "loop/slot.hpp"
 #include "pool/admission.hpp"
-#include "pool/slot.hpp"
 #include "server/subscriber.hpp"
 
 namespace m0::server {

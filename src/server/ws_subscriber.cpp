@@ -13,7 +13,7 @@
 // {"event": "m0-reset", "data": "{\"oldest\": N}"}, with no "id": SSE's
 // m0-reset, which a client tells from an event by its missing id.
 // The frame is made once an event where the bus numbers it
-// (PublishFrame::ws, bus::ws_bytes) and shared by every subscriber, every
+// (Form::ws, server/codec.hpp) and shared by every subscriber, every
 // loop, the history and every replay; a frame from a shared bus comes without
 // and is framed here, once a loop. The heartbeat is a ping frame (one shared
 // buffer); the end is a close frame: 1001 (going away: the server stops, or
@@ -25,6 +25,7 @@
 #include "http/sse.hpp"
 #include "http/websocket.hpp"
 #include "http/ws_deflate.hpp"
+#include "server/codec.hpp"
 #include "server/subscriber.hpp"
 
 namespace m0::server {
@@ -49,16 +50,18 @@ class WsSubscriber final : public Subscriber {
     }
     SharedBytes frame(const bus::PublishFrame& f) const {
         // A ws-message item's content (alone, or inside an http-response item).
+        const SharedBytes& made = form(f, Form::ws);
         if (bus::ws_message(f) || (f.raw && f.event == bus::kResponseFormat))
-            return f.ws ? f.ws : bus::ws_bytes(f);
+            return made ? made : ws_bytes(f);
         if (f.raw) return nullptr;
-        if (f.ws) return f.ws;
-        if (!f.wire || !f.data.empty() || !f.event.empty()) return bus::ws_bytes(f);
-        // Kept with its SSE bytes only: its data is read back from them.
+        if (made) return made;
+        const SharedBytes& sse = form(f, Form::sse);
+        if (!sse || !f.data.empty() || !f.event.empty()) return ws_bytes(f);
+        // Kept with its SSE form only: its text is read back from it.
         bus::PublishFrame g;
         g.id = f.id;
-        if (!sse::decode_event(*f.wire, g.event, g.data)) return nullptr;
-        return bus::ws_bytes(g);
+        if (!sse::decode_event(*sse, g.event, g.data)) return nullptr;
+        return ws_bytes(g);
     }
     SharedBytes reset(uint64_t oldest) const override {
         return std::make_shared<const std::string>(ws::server_frame(

@@ -18,6 +18,7 @@ default ``--max-event-size``) is refused with ValueError; an unreachable
 Redis, or one that refuses the script, is RuntimeError: never silence.
 """
 
+import json
 import os
 import re
 import threading
@@ -138,13 +139,22 @@ def parse_url(url, password_file=None):
 
 
 def encoded_size(event, data):
-    """The bytes one hold is written for the event (its id at 20 digits),
-    as the server's sse::encoded_size counts them; ``data`` has LF line ends."""
+    """The most bytes one subscriber is written for the event (its id at 20
+    digits), as the server's codec measures it (src/server/codec.cpp): its SSE
+    event or its WebSocket message, whichever is longer; ``data`` has LF line
+    ends."""
     size = 4 + _ID_DIGITS + 1
     if event:
         size += 7 + len(event.encode("utf-8")) + 1
     lines = data.split("\n")
-    return size + sum(6 + len(line.encode("utf-8")) + 1 for line in lines) + 1
+    sse = size + sum(6 + len(line.encode("utf-8")) + 1 for line in lines) + 1
+    # {"id":"N","event":E,"data":D} in one text frame (http/websocket.hpp).
+    envelope = {"id": "9" * _ID_DIGITS}
+    if event:
+        envelope["event"] = event
+    envelope["data"] = data
+    n = len(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
+    return max(sse, n + (2 if n < 126 else 4 if n <= 0xFFFF else 10))
 
 
 def _client(url):

@@ -136,9 +136,12 @@ class RedisPublishTest(unittest.TestCase):
                          {"unix_socket_path": "/run/r.sock", "db": 2})
 
     def test_encoded_size_agrees_with_the_server(self):
-        # sse::encoded_size(UINT64_MAX, "ev", "a\nbc"): "id: " 20 "\n",
-        # "event: ev\n", "data: a\n", "data: bc\n", "\n".
-        self.assertEqual(redis_bus.encoded_size("ev", "a\nbc"), 25 + 10 + 8 + 9 + 1)
+        # Its SSE event when that is longer (many lines): "id: " 20 "\n",
+        # "event: ev\n", five "data: X\n", "\n" (the message is 67 bytes).
+        self.assertEqual(redis_bus.encoded_size("ev", "a\nb\nc\nd\ne"), 25 + 10 + 5 * 8 + 1)
+        # Its WebSocket message when that is longer: a frame's 2 bytes and
+        # {"id":"<20 digits>","data":"\u0001..."}, each control byte 6.
+        self.assertEqual(redis_bus.encoded_size("", "\x01" * 10), 2 + 2 + 28 + 7 + 62)
 
 
 if __name__ == "__main__":
