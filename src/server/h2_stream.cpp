@@ -115,7 +115,7 @@ void Server::h2_dispatch(Conn& c, H2Stream& st) {
         st.origin = std::make_unique<std::string>(*o);
     M0_LOG(debug, req.method, " ", req.target, " HTTP/2 stream ", std::to_string(st.id), " slot ",
            to_string(st.slot));
-    const MountEntry* mount = route(req);
+    const MountEntry* mount = route(routes_, req);
     if (!mount) {
         h2_refuse(c, st, 404, "no mount serves this path");
         return;

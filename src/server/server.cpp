@@ -38,6 +38,9 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
     // that connection; the signal would end the whole process.
     ::signal(SIGPIPE, SIG_IGN);
     admin_.set_batch_max(cfg_.publish_batch_max);
+    admin_routes_.mounts.push_back(
+        {"", [this](SlotRef slot, Request&& req) { return serve_admin(slot, std::move(req)); }});
+    admin_routes_.websocket = false;
     flush_ev_ = event_new(loop_.base(), -1, 0, on_flush, this);
     ring_watch_ =
         std::make_unique<FdWatcher>(loop_, ring_.fd(), [this] { on_completions_ready(); });
@@ -69,8 +72,9 @@ Server::~Server() {
 
 void Server::add_mount(std::string prefix, SubmitFn submit) {
     while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-    mounts_.push_back({std::move(prefix), std::move(submit)});
-    std::stable_sort(mounts_.begin(), mounts_.end(), [](const auto& a, const auto& b) {
+    auto& mounts = routes_.mounts;
+    mounts.push_back({std::move(prefix), std::move(submit)});
+    std::stable_sort(mounts.begin(), mounts.end(), [](const auto& a, const auto& b) {
         return a.prefix.size() > b.prefix.size();
     });
 }
@@ -292,29 +296,10 @@ void Server::dispatch(Conn& c, Request req) {
         c.origin = std::make_unique<std::string>(*o);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
-    if (c.admin) {
-        // Answered at once, or (a publish on a shared bus) after a round
-        // trip: the connection waits like one whose request is in a pool.
-        c.phase = Phase::waiting;
-        c.deadline = monotonic_seconds() + cfg_.request_timeout;
-        const SlotRef slot = c.slot;  // `c` may be gone once an answer is written
-        admin_.handle(req, [this, slot](Response r) {
-            Conn* a = find(slot);
-            if (!a || a->phase != Phase::waiting) {
-                metrics_.completions_dropped.fetch_add(1);
-                return;
-            }
-            send_whole(*a, r);
-            finish_request(*a);
-        });
-        // A later answer: --request-timeout bounds the wait (504).
-        if (Conn* a = find(slot); a && a->phase == Phase::waiting)
-            arm_timer(*a, cfg_.request_timeout);
-        return;
-    }
+    const Routes& routes = routes_for(c);
     // RFC 6455 §4.2.1: checked here, before any pool sees it.
-    if (http::ws::asks_upgrade(req) && !ws_handshake(c, req)) return;
-    const MountEntry* mount = route(req);
+    if (routes.websocket && http::ws::asks_upgrade(req) && !ws_handshake(c, req)) return;
+    const MountEntry* mount = route(routes, req);
     if (!mount) {
         Response r = error_response(404, "no mount serves this path");
         send_whole(c, r);
@@ -326,14 +311,34 @@ void Server::dispatch(Conn& c, Request req) {
         return;
     }
     c.phase = Phase::waiting;
-    const Admission admitted = mount->submit(c.slot, std::move(req));
+    const SlotRef slot = c.slot;
+    const Admission admitted = mount->submit(slot, std::move(req));
+    // A mount on the loop (the admin API) may have answered already, and the
+    // connection may be gone with its answer written.
+    Conn* a = find(slot);
+    if (!a) return;
     if (admitted != Admission::queued) {
-        refuse_admission(c, admitted == Admission::full);
+        refuse_admission(*a, admitted == Admission::full);
         return;
     }
+    if (a->phase != Phase::waiting) return;
     // --request-timeout: the application's answer (or hold decision) is due by then.
-    c.deadline = monotonic_seconds() + cfg_.request_timeout;
-    arm_timer(c, cfg_.request_timeout);
+    a->deadline = monotonic_seconds() + cfg_.request_timeout;
+    arm_timer(*a, cfg_.request_timeout);
+}
+
+const Server::Routes& Server::routes_for(const Conn& c) const {
+    return c.admin ? admin_routes_ : routes_;
+}
+
+Admission Server::serve_admin(SlotRef slot, Request&& req) {
+    admin_.handle(req, [this, slot](Response r) {
+        Completion comp;
+        comp.slot = slot;
+        comp.response = std::move(r);
+        handle_completion(comp);
+    });
+    return Admission::queued;
 }
 
 void Server::refuse_admission(Conn& c, bool full) {
@@ -361,8 +366,8 @@ void Server::prepare_request(const Conn& c, Request& req) {
     if (!c.admin) http::apply_forwarded(req, unix_peer ? trust_all_ : cfg_.forwarded_allow);
 }
 
-const Server::MountEntry* Server::route(Request& req) const {
-    for (const auto& m : mounts_) {
+const Server::MountEntry* Server::route(const Routes& routes, Request& req) const {
+    for (const auto& m : routes.mounts) {
         const std::string& p = m.prefix;
         if (p.empty() || (req.path.starts_with(p) &&
                           (req.path.size() == p.size() || req.path[p.size()] == '/'))) {

@@ -12,7 +12,12 @@
 // A request: read -> parse (one at a time per connection; pipelined requests
 // wait in the input buffer, so answers go out in order) -> route by longest
 // mount prefix -> the mount's submit() queues a job on its pool -> the job's
-// completion comes back through the ring -> written. While a connection's
+// completion comes back through the ring -> written. A listener's routes
+// (Routes) are its mounts: the client listeners' the applications', the
+// admin listeners' one mount, the admin API, whose submit answers on the
+// loop (serve_admin), at once or after a shared bus's round trip, through
+// the same completion path and --request-timeout as a pool's answer; the
+// admin routes take no WebSocket upgrade. While a connection's
 // unsent output is over --output-high-water no further request of it is
 // parsed (read backpressure); it is idle, for --keepalive-timeout, only once
 // its last answer has drained; output that makes no progress for
@@ -349,12 +354,16 @@ class Server final : private HoldSink {
     void process_input(Conn& c);
     void dispatch(Conn& c, http::Request req);
     struct MountEntry;
+    struct Routes;
     // The request's peer, scheme and server fields from its connection
     // (X-Forwarded-* from a trusted proxy), as every protocol dispatches it.
     void prepare_request(const Conn& c, http::Request& req);
     // The mount that serves the request, its SCRIPT_NAME and PATH_INFO set;
     // null: none does.
-    const MountEntry* route(http::Request& req) const;
+    const MountEntry* route(const Routes& routes, http::Request& req) const;
+    // The admin mount's submit: the admin API answers on the loop, at once
+    // or (a publish on a shared bus) after a round trip.
+    Admission serve_admin(SlotRef slot, http::Request&& req);
     void handle_completion(Completion& comp);
     void send_whole(Conn& c, http::Response& r);
     // A whole answer whose body is a file range (wsgi.file_wrapper): the head
@@ -549,7 +558,19 @@ class Server final : private HoldSink {
         std::string prefix;
         SubmitFn submit;
     };
-    std::vector<MountEntry> mounts_;  // longest prefix first
+    // What a listener's connections are served: its mounts, longest prefix
+    // first, and whether an upgrade to WebSocket is checked and may be held.
+    // Fixed before the loop runs (add_mount, the constructor); loop thread.
+    struct Routes {
+        std::vector<MountEntry> mounts;
+        bool websocket = true;
+    };
+    Routes routes_;  // the client listeners': the applications' mounts
+    // The admin listeners': one mount, the admin API, served on the loop
+    // (serve_admin) and answered through the completion path as a pool's
+    // answer is; no WebSocket.
+    Routes admin_routes_;
+    const Routes& routes_for(const Conn& c) const;
 
     // A slot names a connection, or an HTTP/2 stream (owned by its
     // connection's H2State).

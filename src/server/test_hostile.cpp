@@ -1034,6 +1034,13 @@ const std::vector<Case>& admin_cases() {
                     400));
         add(refused("a bare LF on the admin listener is 400", "GET /metrics HTTP/1.1\nHost: h\n\n",
                     400));
+        // ---- the admin API is the listener's one mount, and it holds no WebSocket:
+        // an upgrade is a request like any (a client listener would answer 426).
+        add(admin("an upgrade to WebSocket is answered as a request, not checked as a handshake",
+                  "GET /metrics HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                  "Sec-WebSocket-Version: 8\r\n\r\n",
+                  200));
         return t;
     }();
     return all;
