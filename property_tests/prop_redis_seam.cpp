@@ -144,7 +144,7 @@ void run_case(const std::vector<Action>& plan) {
                                      ? published[static_cast<size_t>(a.cursor)]
                                      : bus.position();
                 holds.push_back({s, a.channels, start});
-                metrics.holds_open.fetch_add(1);
+                metrics.holds_open.reserve();
                 table.open_awaiting(s, start, chs);
                 RC_ASSERT(table.start(s, 0));
                 request(s, chs, start);

@@ -498,7 +498,9 @@ const std::vector<Flag>& flags() {
             .kind = Flag::value,
             .metavar = "N",
             .help = "past it, a hold answer is 503 (default {default})",
-            .doc = "past it, a hold answer becomes 503 with `Retry-After`",
+            .doc = "past it, a hold answer becomes 503 with `Retry-After` (a stream, a long-poll, "
+                   "a WebSocket; a WebSocket-over-HTTP view's accept too, before its 101); "
+                   "`m0_holds_open` counts them, `m0_holds_refused_total` the refusals",
             .to = number(AT(max_holds), 0, 10000000),
         },
         {

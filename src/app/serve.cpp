@@ -417,12 +417,12 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         for (size_t i = 0; i < nloops; ++i) loops[i].bus = &hub->lane(i);
     }
     m0::Metrics metrics;
+    metrics.holds_open.set_limit(o.max_holds);
     for (size_t i = 0; i < nloops; ++i) {
         m0::hold::Handoff& h = loops[i].handoff;
         h.ring = &loops[i].ring;
         h.bus = loops[i].bus;
         h.metrics = &metrics;
-        h.max_holds = o.max_holds;
         h.max_channels = o.max_hold_channels;
         h.stream_high_water = o.server.stream_high_water;
     }

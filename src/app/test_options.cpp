@@ -311,7 +311,7 @@ TEST_CASE("options: --hold-coalesce takes 0 to 0.1 seconds, 0.001 by default", "
 TEST_CASE("options: the defaults are the modules' own, written once", "[app][options]") {
     auto o = parse({"app"});
     const m0::hold::Handoff handoff;
-    CHECK(o.max_holds == handoff.max_holds);
+    CHECK(o.max_holds == m0::hold::kMaxHolds);
     CHECK(o.max_hold_channels == handoff.max_channels);
     CHECK(o.server.stream_high_water == handoff.stream_high_water);
     CHECK(o.server.hold_coalesce == m0::server::kHoldCoalesce);

@@ -195,9 +195,7 @@ void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response hea
         return;
     }
     if (h.metrics) {
-        int64_t open = h.metrics->holds_open.fetch_add(1) + 1;
-        if (open > h.max_holds) {
-            h.metrics->holds_open.fetch_sub(1);
+        if (!h.metrics->holds_open.reserve()) {
             h.metrics->holds_refused.fetch_add(1);
             auto r = http::error_response(503, "too many holds open");
             r.headers.add("Retry-After", "5");
@@ -210,7 +208,7 @@ void finish_hold(const Handoff& h, SlotRef slot, Start start, http::Response hea
     // The frame goes first: the loop subscribes the slot before it writes the head.
     if (!send_hold_frame(h.bus, slot, start, std::move(d.channels), std::move(d.keepalive),
                          d.response, d.timeout, d.websocket && start.websocket)) {
-        if (h.metrics) h.metrics->holds_open.fetch_sub(1);
+        if (h.metrics) h.metrics->holds_open.release();
         M0_LOG(warn, "hold refused for slot ", to_string(slot),
                ": the bus channel is full or closed");
         auto r = http::error_response(503, "hold refused: the bus channel is full");

@@ -52,7 +52,6 @@ struct Handoff {
     CompletionRing* ring = nullptr;
     bus::Bus* bus = nullptr;  // null without --realtime: no holds
     Metrics* metrics = nullptr;
-    int64_t max_holds = kMaxHolds;
     size_t max_channels = kMaxChannels;  // --max-hold-channels: names one hold may join
     size_t stream_high_water = kStreamHighWater;
     std::function<void(Point, SlotRef)> hook;  // tests only

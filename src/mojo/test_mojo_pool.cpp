@@ -31,7 +31,7 @@ struct Rig {
         h.ring = &ring;
         h.bus = realtime ? &bus : nullptr;
         h.metrics = &metrics;
-        h.max_holds = max_holds;
+        metrics.holds_open.set_limit(max_holds);
         ring.observer = [this](const Completion&, size_t) {
             frames_at_push.push_back(bus.queued());
         };

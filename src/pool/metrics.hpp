@@ -6,8 +6,37 @@
 
 namespace m0 {
 
+// The holds open, against --max-holds: one count is both the m0_holds_open
+// gauge and the limit's. A place is taken before the loop holds a
+// connection: by a pool thread before it sends the h frame (hold/hold.cpp),
+// by the loop before a WebSocket-over-HTTP connection's 101
+// (server/ws_over_http.cpp). The loop gives it back when the hold ends
+// (HoldTable::release) or its frame finds nobody to hold
+// (Server::sse_peer_frame). Any thread.
+class HoldCount {
+  public:
+    // --max-holds: set once at start-up, before any thread takes a place;
+    // unlimited until then.
+    void set_limit(int64_t limit) { limit_.store(limit); }
+    int64_t limit() const { return limit_.load(); }
+    // A place; false (nothing taken) when limit() are open.
+    bool reserve() {
+        int64_t n = n_.load();
+        do {
+            if (n >= limit_.load()) return false;
+        } while (!n_.compare_exchange_weak(n, n + 1));
+        return true;
+    }
+    void release() { n_.fetch_sub(1); }
+    int64_t load() const { return n_.load(); }
+
+  private:
+    std::atomic<int64_t> n_{0};
+    std::atomic<int64_t> limit_{INT64_MAX};
+};
+
 struct Metrics {
-    std::atomic<int64_t> holds_open{0};            // reserved by a pool thread, until released
+    HoldCount holds_open;                          // places taken (see HoldCount)
     std::atomic<uint64_t> holds_total{0};          // holds whose head was written
     std::atomic<uint64_t> events_delivered{0};     // event writes to holds
     std::atomic<uint64_t> events_muted{0};         // events at or below a hold's cursor

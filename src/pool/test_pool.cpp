@@ -11,8 +11,10 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <vector>
 
 #include "pool/completion.hpp"
+#include "pool/metrics.hpp"
 #include "pool/pool.hpp"
 
 using namespace m0;
@@ -377,4 +379,40 @@ TEST_CASE(
     REQUIRE(eventually([&] { return pool.completed.load() == 2; }));
     CHECK(second == first);
     CHECK(pool.entered.load() == 1);  // taken once for both
+}
+
+TEST_CASE("hold count: places up to the limit, none past it, given back; threads never pass it",
+          "[pool][metrics]") {
+    HoldCount count;
+    CHECK(count.limit() == INT64_MAX);  // unlimited until set
+    count.set_limit(2);
+    CHECK(count.reserve());
+    CHECK(count.reserve());
+    CHECK_FALSE(count.reserve());
+    CHECK(count.load() == 2);
+    count.release();
+    CHECK(count.reserve());
+    CHECK(count.load() == 2);
+    count.release();
+    count.release();
+
+    // Eight threads race for 100 places, 1000 tries each.
+    count.set_limit(100);
+    std::atomic<int64_t> taken{0}, most{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+        threads.emplace_back([&] {
+            for (int i = 0; i < 1000; ++i) {
+                if (!count.reserve()) continue;
+                const int64_t now = count.load();
+                int64_t m = most.load();
+                while (now > m && !most.compare_exchange_weak(m, now)) {
+                }
+                taken.fetch_add(1);
+                if (i % 3 == 0) count.release();
+            }
+        });
+    for (auto& th : threads) th.join();
+    CHECK(most.load() <= 100);
+    CHECK(count.load() == 100);  // every place taken in the end, none over
 }

@@ -383,7 +383,7 @@ void HoldTable::release(SlotRef slot) {
     first_.erase(slot.index);
     if (find(slot)->every() > 0) --own_keepalive_;
     holds_.erase(slot.index);
-    metrics_.holds_open.fetch_sub(1);
+    metrics_.holds_open.release();
 }
 
 }  // namespace m0::server

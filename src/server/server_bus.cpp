@@ -32,7 +32,7 @@ void Server::sse_peer_frame(bus::HoldFrame& f) {
     if (!waiting || holds_.has(*slot)) {
         // The client left (or the index was reused): nobody to hold.
         metrics_.frames_dropped.fetch_add(1);
-        metrics_.holds_open.fetch_sub(1);
+        metrics_.holds_open.release();
         return;
     }
     // Where the hold starts: after its cursor, or, on a first connect, at the

@@ -59,7 +59,7 @@ struct Table {
     // A hold as the server makes one: the pool counted it, the h frame opened
     // it, the head was written.
     void hold(SlotRef s, std::vector<std::string> channels, uint64_t cursor = 0) {
-        metrics.holds_open.fetch_add(1);
+        metrics.holds_open.reserve();
         table.open(s, cursor, std::move(channels));
         REQUIRE(table.start(s, 0));
     }
@@ -94,7 +94,7 @@ TEST_CASE("holds: ids at or below a hold's cursor are muted", "[holds]") {
 
 TEST_CASE("holds: events that arrive before the head wait behind it, in order", "[holds]") {
     Table t;
-    t.metrics.holds_open.fetch_add(1);
+    t.metrics.holds_open.reserve();
     t.table.open(kA, 0, {"x"});
     t.table.publish(t.event(1, "x", "early"), 0);
     t.table.publish(t.event(2, "x", "later"), 0);
@@ -206,7 +206,7 @@ TEST_CASE("holds: a replay larger than the limit is paced to the reader, not tak
     bus::Replay replay;
     for (uint64_t id = 1; id <= 10; ++id)
         replay.events.push_back(bus::PublishFrame{id, "x", "", std::string(50, 'r')});
-    t.metrics.holds_open.fetch_add(1);
+    t.metrics.holds_open.reserve();
     t.table.open(kA, 0, {"x"}, replay);
     t.sink.reader_reads = false;
     REQUIRE(t.table.start(kA, 0));
@@ -249,7 +249,7 @@ TEST_CASE("holds: a raw event (Pushpin content) is written as it is, live and in
     SECTION("a replay sends the raw content again, in id order with the others") {
         bus::Replay replay;
         replay.events = {t.event(4, "x", "four"), raw};
-        t.metrics.holds_open.fetch_add(1);
+        t.metrics.holds_open.reserve();
         t.table.open(kB, 3, {"x"}, replay);
         REQUIRE(t.table.start(kB, 0));
         CHECK(t.sink.sent[key(kB)] == "id: 4\ndata: four\n\nevent: m\ndata: 1\n\n");
@@ -259,7 +259,8 @@ TEST_CASE("holds: a raw event (Pushpin content) is written as it is, live and in
 TEST_CASE("holds: a hold's own keep-alive (Grip-Keep-Alive) is written after its idle interval",
           "[holds][grip]") {
     Table t;
-    t.metrics.holds_open.fetch_add(2);
+    t.metrics.holds_open.reserve();
+    t.metrics.holds_open.reserve();
     t.table.open(kA, 0, {"x"}, {}, 0, bus::KeepAlive{"ka\n", 5});
     REQUIRE(t.table.start(kA, 100));
     t.table.open(kB, 0, {"x"}, {}, 0, bus::KeepAlive{": custom\n\n", 0});
@@ -296,7 +297,7 @@ TEST_CASE(
     "events above its upto, each once",
     "[holds]") {
     Table t;
-    t.metrics.holds_open.fetch_add(1);
+    t.metrics.holds_open.reserve();
     t.table.open_awaiting(kA, 10, {"x"});
     REQUIRE(t.table.start(kA, 0));
     t.table.publish(t.event(12, "x", "live and replayed"), 0);
@@ -366,7 +367,7 @@ TEST_CASE("holds: an event is encoded once and shared by every hold, never copie
     }
     SECTION("pending behind the head: every queue holds the same bytes, released with the hold") {
         for (SlotRef s : slots) {
-            t.metrics.holds_open.fetch_add(1);
+            t.metrics.holds_open.reserve();
             t.table.open(s, 0, {"x"});
         }
         t.table.publish(t.event(7, "x", "shared"), 0);
@@ -401,7 +402,7 @@ TEST_CASE(
     r.events = {f};
     r.upto = 7;
     for (SlotRef s : {kA, kB, kC}) {
-        t.metrics.holds_open.fetch_add(1);
+        t.metrics.holds_open.reserve();
         t.table.open(s, 3, {"x"}, r);
         REQUIRE(t.table.start(s, 0));
         REQUIRE(t.sink.kept[key(s)].size() == 1);
@@ -413,7 +414,7 @@ TEST_CASE(
     bare.events = {t.event(8, "x", "late")};
     bare.upto = 8;
     SlotRef d{4, 1};
-    t.metrics.holds_open.fetch_add(1);
+    t.metrics.holds_open.reserve();
     t.table.open(d, 7, {"x"}, bare);
     REQUIRE(t.table.start(d, 0));
     CHECK(t.sink.sent[key(d)] == "id: 8\ndata: late\n\n");
@@ -448,7 +449,7 @@ namespace {
 
 void poll(Table& t, SlotRef s, std::vector<std::string> channels, uint64_t cursor = 0,
           const bus::Replay& replay = {}) {
-    t.metrics.holds_open.fetch_add(1);
+    t.metrics.holds_open.reserve();
     t.table.open(s, cursor, std::move(channels), replay, 0, {}, Transport::response);
 }
 
@@ -505,7 +506,7 @@ TEST_CASE("holds: a long-poll's cursor mutes older ids; its replay's first event
         CHECK(t.sink.answered[key(kA)] == 6);
     }
     SECTION("replayed: the lowest id above the cursor, ahead of a live event") {
-        t.metrics.holds_open.fetch_add(1);
+        t.metrics.holds_open.reserve();
         t.table.open_awaiting(kA, 5, {"x"}, {}, Transport::response);
         t.table.publish(t.event(9, "x", "live"), 0);  // came while the replay was read
         REQUIRE(t.table.start(kA, 0));
@@ -517,7 +518,7 @@ TEST_CASE("holds: a long-poll's cursor mutes older ids; its replay's first event
         CHECK(t.sink.answered[key(kA)] == 7);
     }
     SECTION("an empty replay leaves the live event") {
-        t.metrics.holds_open.fetch_add(1);
+        t.metrics.holds_open.reserve();
         t.table.open_awaiting(kA, 5, {"x"}, {}, Transport::response);
         t.table.publish(t.event(9, "x", "live"), 0);
         REQUIRE(t.table.start(kA, 0));
@@ -615,7 +616,7 @@ TEST_CASE(
                                                    {kB, Transport::websocket_deflate},
                                                    {kC, Transport::websocket}};
     for (auto [s, transport] : holds) {
-        t.metrics.holds_open.fetch_add(1);
+        t.metrics.holds_open.reserve();
         t.table.open(s, 0, {"x"}, {}, 0, {}, transport);
         REQUIRE(t.table.start(s, 0));
     }

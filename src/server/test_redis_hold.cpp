@@ -74,7 +74,7 @@ TEST_CASE(
     Sink sink;
     HoldTable table(sink, {}, metrics);
     const SlotRef slot{1, 1};
-    metrics.holds_open.fetch_add(1);
+    metrics.holds_open.reserve();
     table.open_awaiting(slot, position, {"a"});
     REQUIRE(table.start(slot, 0));  // the head is out; events wait for the replay
     size_t live = 0;                // events of "a" that came live

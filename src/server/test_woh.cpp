@@ -170,6 +170,32 @@ TEST_CASE(
                     {0x1, R"({"id":"2","data":"late"})"}});
 }
 
+TEST_CASE(
+    "woh: past --max-holds an accepted WebSocket is refused 503 with Retry-After before any 101, "
+    "and its place is free again when a hold ends",
+    "[woh]") {
+    WohRig rig;
+    rig.metrics.holds_open.set_limit(1);
+    auto first = rig.opened();
+    CHECK(rig.metrics.holds_open.load() == 1);
+    auto c = rig.connect();
+    Asked a = rig.upgrade(*c);
+    rig.answer(a.slot, {{"OPEN", std::nullopt}, WohRig::subscribe("c")},
+               {{"Sec-WebSocket-Extensions", "grip"}});
+    REQUIRE(rig.read_until(*c, "\r\n\r\n"));
+    CHECK(c->in.starts_with("HTTP/1.1 503 "));
+    CHECK(c->in.find("Retry-After: 5\r\n") != std::string::npos);
+    CHECK(rig.metrics.holds_refused.load() == 1);
+    CHECK(rig.metrics.holds_open.load() == 1);
+    // The first leaves (its DISCONNECT goes to the view): the place is free.
+    first.reset();
+    Asked gone = rig.next();
+    CHECK(gone.req.body.find("DISCONNECT") != std::string::npos);
+    REQUIRE(rig.step_until([&] { return rig.metrics.holds_open.load() == 0; }));
+    auto again = rig.opened();
+    CHECK(rig.metrics.holds_open.load() == 1);
+}
+
 TEST_CASE("woh: one request in flight; what the client does meanwhile goes as one batch, in order",
           "[woh]") {
     WohRig rig;

@@ -281,6 +281,18 @@ void Server::set_meta(WohState& o, std::string_view name, std::string_view value
 }
 
 bool Server::woh_open(Conn& c, const http::Response& answer) {
+    // A hold as any other: past --max-holds it is refused before the 101.
+    if (!metrics_.holds_open.reserve()) {
+        metrics_.holds_refused.fetch_add(1);
+        M0_LOG(warn, "WebSocket-over-HTTP on slot ", to_string(c.slot),
+               " refused: --max-holds are open");
+        c.ws.reset();
+        http::Response r = http::error_response(503, "too many holds open");
+        r.headers.add("Retry-After", "5");
+        send_whole(c, r);
+        finish_request(c);
+        return false;
+    }
     WohState& o = *c.ws->woh;
     // The channels its answer subscribes to are subscribed before the 101.
     std::vector<std::string> channels;
@@ -291,9 +303,11 @@ bool Server::woh_open(Conn& c, const http::Response& answer) {
                 channels.push_back(e.channel);
     const SlotRef slot = c.slot;
     on_bus_ready();  // every event numbered so far has reached its holds
-    if (!find(slot)) return false;
+    if (!find(slot)) {
+        metrics_.holds_open.release();
+        return false;
+    }
     holds_.open_awaiting(slot, o.position, channels, {}, c.ws->transport());
-    metrics_.holds_open.fetch_add(1);
     const uint64_t upto = bus_->link_stats().shared ? bus::kUptoUnknown : bus_->position();
     if (!channels.empty() && o.position < upto)
         request_replay(slot, channels, o.position, upto, false);
