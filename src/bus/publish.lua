@@ -29,7 +29,8 @@
 -- KEYS[3] the channel's stream    KEYS[4] the history length the servers set
 -- KEYS[5] the channel's mark: the highest id trimmed from its stream (a
 --         cursor below it has a gap the stream cannot fill: m0-reset)
--- ARGV[1] the pub/sub channel     ARGV[2] the history length, "" for KEYS[4] (else 64)
+-- ARGV[1] the pub/sub channel, m0:DB:e:CHANNEL (its readers' name, m0:DB:r:CHANNEL, is
+--         made from it)        ARGV[2] the history length, "" for KEYS[4] (else 64)
 -- ARGV[3] the event name, "" for none
 -- ARGV[4] the data
 -- ARGV[5] "1" when the data is written to holds verbatim (a raw event:
@@ -61,8 +62,16 @@ if maxlen == '' then
 end
 local keep = tonumber(maxlen)
 -- Each channel's stream, in the order first seen: trimmed once, after its
--- events are added.
-local streams, marks, order, sids = {}, {}, {}, {}
+-- events are added. A stream given more of the batch's events than it keeps
+-- is not given those the trim would drop in this same step: its mark is then
+-- the last of them (every older entry goes too).
+local streams, marks, order, sids, per, skipped = {}, {}, {}, {}, {}, {}
+if keep > 0 then
+  for i = 1, n do
+    local stream = KEYS[5 * (i - 1) + 3]
+    per[stream] = (per[stream] or 0) + 1
+  end
+end
 for i = 1, n do
   local k, a = 5 * (i - 1), 5 * (i - 1)
   local stream = KEYS[k + 3]
@@ -72,11 +81,16 @@ for i = 1, n do
   if keep <= 0 then
     redis.call('SET', KEYS[k + 5], sid)
   else
-    redis.call('XADD', stream, sid .. '-0', 'e', ARGV[a + 3], 'd', ARGV[a + 4], 'r', ARGV[a + 5] or '')
     if not streams[stream] then
-      streams[stream] = true
+      streams[stream] = 0
       marks[stream] = KEYS[k + 5]
       order[#order + 1] = stream
+    end
+    streams[stream] = streams[stream] + 1
+    if streams[stream] <= per[stream] - keep then
+      skipped[stream] = sid
+    else
+      redis.call('XADD', stream, sid .. '-0', 'e', ARGV[a + 3], 'd', ARGV[a + 4], 'r', ARGV[a + 5] or '')
     end
   end
 end
@@ -84,24 +98,28 @@ end
 -- kMaxBatchedMessage.
 local limit = 262144
 local batched = {}  -- pub/sub name -> whether every subscriber reads batched messages
-local function reads_batched(channel)
-  local b = batched[channel]
+local function reads_batched(pubsub)
+  local b = batched[pubsub]
   if b == nil then
     b = false
-    local db, name = string.match(channel, '^m0:(%d+):e:(.*)$')
+    local db, name = string.match(pubsub, '^m0:(%d+):e:(.*)$')
     if db then
-      local c = redis.call('PUBSUB', 'NUMSUB', channel, 'm0:' .. db .. ':r:' .. name)
+      local c = redis.call('PUBSUB', 'NUMSUB', pubsub, 'm0:' .. db .. ':r:' .. name)
       b = c[2] == c[4]
     end
-    batched[channel] = b
+    batched[pubsub] = b
   end
   return b
 end
+local function publish_single(i)
+  local a = 5 * (i - 1)
+  redis.call('PUBLISH', ARGV[a + 1], sids[i] .. '\n' .. ARGV[a + 3] .. '\n' .. (ARGV[a + 5] or '') .. '\n' .. ARGV[a + 4])
+end
+-- The run being gathered: its message's pieces, events, bytes, channel and first event.
 local run, count, bytes, channel, head = {'*1\n'}, 0, 3, nil, 0
 local function publish_run()
   if count == 1 then
-    local a = 5 * (head - 1)
-    redis.call('PUBLISH', channel, sids[head] .. '\n' .. ARGV[a + 3] .. '\n' .. (ARGV[a + 5] or '') .. '\n' .. ARGV[a + 4])
+    publish_single(head)
   elseif count > 1 then
     redis.call('PUBLISH', channel, table.concat(run))
   end
@@ -109,30 +127,44 @@ local function publish_run()
 end
 for i = 1, n do
   local a = 5 * (i - 1)
-  local event, data = ARGV[a + 3], ARGV[a + 4]
-  local line = sids[i] .. ' ' .. #event .. ' ' .. #data .. ' ' .. (ARGV[a + 5] == '1' and '1' or '0') .. '\n'
-  local size = #line + #event + #data
-  if count > 0 and (ARGV[a + 1] ~= channel or bytes + size > limit or not reads_batched(channel)) then
+  local to = ARGV[a + 1]
+  if count > 0 and to ~= channel then
     publish_run()
   end
-  if count == 0 then
-    channel, head = ARGV[a + 1], i
+  if not reads_batched(to) then
+    publish_single(i)
+  else
+    local event, data = ARGV[a + 3], ARGV[a + 4]
+    local line = string.format('%s %d %d %s\n', sids[i], #event, #data, ARGV[a + 5] == '1' and '1' or '0')
+    local size = #line + #event + #data
+    if count > 0 and bytes + size > limit then
+      publish_run()
+    end
+    if count == 0 then
+      channel, head = to, i
+    end
+    run[#run + 1] = line
+    run[#run + 1] = event
+    run[#run + 1] = data
+    count, bytes = count + 1, bytes + size
   end
-  run[#run + 1] = line
-  run[#run + 1] = event
-  run[#run + 1] = data
-  count, bytes = count + 1, bytes + size
 end
 publish_run()
 -- Trimmed by hand, so the mark knows the newest entry that goes (Redis's own
 -- max-deleted-entry-id counts XDEL, not trimming).
 for _, stream in ipairs(order) do
   local over = redis.call('XLEN', stream) - keep
+  local last = skipped[stream]
   if over > 0 then
-    local gone = redis.call('XRANGE', stream, '-', '+', 'COUNT', over)
-    local last = gone[#gone][1]
-    redis.call('SET', marks[stream], string.sub(last, 1, string.find(last, '-', 1, true) - 1))
+    if not last then
+      local gone = redis.call('XRANGE', stream, '-', '+', 'COUNT', over)
+      local id = gone[#gone][1]
+      last = string.sub(id, 1, string.find(id, '-', 1, true) - 1)
+    end
     redis.call('XTRIM', stream, 'MAXLEN', keep)
+  end
+  if last then
+    redis.call('SET', marks[stream], last)
   end
 end
 return first

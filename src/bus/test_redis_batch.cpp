@@ -270,3 +270,48 @@ TEST_CASE(
     CHECK(got[0].data == "old\nform");
     CHECK_FALSE(got[0].raw);
 }
+
+TEST_CASE(
+    "redis batch: a batch giving a stream more events than it keeps adds only those it keeps; "
+    "the mark is the newest that went, and replays and gaps are as for single publishes",
+    "[redis][batch]") {
+    RedisServer redis;
+    Loop loop;
+    RedisBus bus(loop, m0::testing::bus_options(redis, 4));
+    REQUIRE(bus.start(5));
+    const uint64_t old = bus.publish("a", "old").id;
+    std::vector<PublishEvent> batch;
+    for (const char* c : {"a", "b", "a", "a", "a", "a", "b", "a", "a", "a"})
+        batch.push_back({c, std::string(c) + std::to_string(batch.size()), "", false});
+    BatchResult b = bus.publish_batch(batch);
+    REQUIRE(b.ok());
+    std::vector<uint64_t> a_ids, b_ids;
+    for (size_t i = 0; i < batch.size(); ++i)
+        (batch[i].channel == "a" ? a_ids : b_ids).push_back(b.ids[i]);
+    REQUIRE(a_ids.size() == 8);
+    // "a" keeps its last 4; "old" and the first 4 of the batch went, the
+    // newest of them a_ids[3].
+    auto replay = [&](std::vector<std::string> channels, uint64_t after) {
+        std::optional<Replay> got;
+        bus.replay_later(channels, after, kUptoUnknown, [&](Replay r) { got = std::move(r); });
+        REQUIRE(loop.run_until([&] { return got.has_value(); }));
+        return *got;
+    };
+    Replay r = replay({"a"}, a_ids[3]);
+    CHECK_FALSE(r.gap);
+    REQUIRE(r.events.size() == 4);
+    for (size_t i = 0; i < 4; ++i) {
+        CHECK(r.events[i].id == a_ids[4 + i]);
+        // A replay keeps the bytes its holds are written.
+        REQUIRE(r.events[i].forms[0]);
+        const size_t at = std::find(b.ids.begin(), b.ids.end(), a_ids[4 + i]) - b.ids.begin();
+        CHECK(*r.events[i].forms[0] ==
+              "id: " + std::to_string(a_ids[4 + i]) + "\ndata: " + batch[at].data + "\n\n");
+    }
+    CHECK(replay({"a"}, a_ids[3] - 1).gap);
+    CHECK(replay({"a"}, old).gap);
+    // "b" had room for both of its events.
+    r = replay({"b"}, old);
+    CHECK_FALSE(r.gap);
+    CHECK(ids(r.events) == b_ids);
+}
