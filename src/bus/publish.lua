@@ -131,7 +131,10 @@ for i = 1, n do
   if count > 0 and to ~= channel then
     publish_run()
   end
-  if not reads_batched(to) then
+  -- A run of one (the next event goes elsewhere) is single whoever listens:
+  -- no count asked for a lone publish, nor for a batch of distinct channels.
+  local alone = count == 0 and (i == n or ARGV[a + 6] ~= to)
+  if alone or not reads_batched(to) then
     publish_single(i)
   else
     local event, data = ARGV[a + 3], ARGV[a + 4]
