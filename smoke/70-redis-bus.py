@@ -159,12 +159,16 @@ def phase2(ctx):
         expect_exact(c, want)
     # One subscription a process a channel it holds (A's two holds share it),
     # none for a channel held nowhere; dropped once no hold is left.
-    numsub = lambda ch: redis.command("PUBSUB", "NUMSUB", "m0:0:e:" + ch).split()[-1]
+    # The readers' name (batched messages) goes with the channel's, always.
+    numsub = lambda ch, kind="e": redis.command("PUBSUB", "NUMSUB", "m0:0:%s:%s" % (kind, ch)).split()[-1]
     check(numsub("x2") == "1" and numsub("elsewhere") == "0",
           "PUBSUB NUMSUB x2 %s, elsewhere %s; want 1 and 0" % (numsub("x2"), numsub("elsewhere")))
+    check(numsub("x2", "r") == "1", "PUBSUB NUMSUB m0:0:r:x2 %s; want 1" % numsub("x2", "r"))
     for c in holds:
         leave(c)
     wait_for(lambda: numsub("x2") == "0", 5.0, what="A unsubscribed from x2 after its holds left")
+    check(numsub("x2", "r") == "0", "PUBSUB NUMSUB m0:0:r:x2 %s after the holds left; want 0"
+          % numsub("x2", "r"))
     sys.stderr.write("  [phase 2] publish on B to delivery on A: %.1f ms\n" % (latency * 1000))
     try:
         import emit

@@ -10,7 +10,9 @@ hold's `data:` lines are counted; a row whose holds did not all count every
 event within 60 s is marked unclean). Figures: events published a second
 (the publisher's first request to its last answer) and, with holds, events
 delivered a second (deliveries over the time until the last hold counted
-its last event).
+its last event). On m0serve rows, the CPU each event cost m0serve and, on
+Redis, redis-server (µs an event, /proc's utime + stime over the row: the
+publishes and the deliveries).
 
     m0         m0serve, the in-process bus (--loops: one per core)
     m0-redis   m0serve on a Redis bus of its own (a redis-server in the folder)
@@ -47,7 +49,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_util import ROOT, free_ports, start, stop, wait_port  # noqa: E402
+from bench_util import ROOT, cpu_seconds, free_ports, start, stop, wait_port  # noqa: E402
 
 KINDS = ("m0", "m0-redis", "nchan", "pushpin")
 MODES = {
@@ -93,14 +95,24 @@ class PublishServer:
                "--max-connections", str(holds + 256), "--max-holds", str(holds + 64),
                "--log-level", "warn"]
         self.bus = None
+        self.redis_pid = None
         if kind == "m0-redis":
             self._start(["redis-server", "--port", str(rport), "--bind", "127.0.0.1", "--dir", tmp,
                          "--save", "", "--appendonly", "no"], tmp, rport)
             self.bus = "redis://127.0.0.1:%d/0" % rport
+            self.redis_pid = self.procs[-1].pid
             cmd += ["--bus", self.bus]
         self._start(cmd, tmp, port)
         wait_port(self.pub_port, self.procs[-1], kind + "'s admin port")
         self.path = "/native/hold?channel=c"
+        self.server_pid = self.procs[-1].pid
+
+    def cpu(self):
+        """(m0serve's, redis-server's) CPU seconds so far; None where there is none."""
+        if self.pushpin or self.kind == "nchan":
+            return None, None
+        return (cpu_seconds([self.server_pid]),
+                cpu_seconds([self.redis_pid]) if self.redis_pid else None)
 
     def _start(self, cmd, tmp, port):
         proc, log = start(cmd, os.path.join(tmp, "%s-%d.log" % (os.path.basename(cmd[0]), port)))
@@ -328,6 +340,7 @@ def run(args, run_no, out, results, record, nginx_conf, nchan_module):
                         time.sleep(0.2)
                         # One request (a connection) an event: a tenth as many.
                         events = n if mode != "m0.publish" else max(1, n // 10)
+                        cpu0 = srv.cpu()
                         t0 = time.monotonic()
                         took, err = measure(srv, mode, events, args.publish_batch)
                         fig = {"kind": kind, "mode": mode, "holds": holds, "events": events,
@@ -341,22 +354,28 @@ def run(args, run_no, out, results, record, nginx_conf, nchan_module):
                             fig["delivered_all"] = min(got) == events and max(got) == events
                             fig["delivered_per_s"] = sum(got) / done
                         fig["clean"] = not err and fig.get("delivered_all", True)
+                        for name, before, after in zip(("server", "redis"), cpu0, srv.cpu()):
+                            if before is not None and after is not None:
+                                fig[name + "_cpu_us_per_event"] = (after - before) * 1e6 / events
                     finally:
                         if readers:
                             readers.close()
                         srv.stop()
                 record(out, results, ("publish", kind, mode, holds), fig, part="publish", run=run_no)
-                print("publish %-8s %-16s holds %-5d %s/s published%s%s" % (
+                print("publish %-8s %-16s holds %-5d %s/s published%s%s%s" % (
                     kind, mode, holds, "%.0f" % fig["published_per_s"] if fig["published_per_s"] else "-",
                     ", %.0f/s delivered" % fig["delivered_per_s"] if "delivered_per_s" in fig else "",
+                    "".join(", %s %.1f µs/event" % (name, fig[name + "_cpu_us_per_event"])
+                            for name in ("server", "redis") if name + "_cpu_us_per_event" in fig),
                     "" if fig["clean"] else " UNCLEAN " + (err or "not every event delivered")),
                     flush=True)
 
 
 def table(args, results, median, fmt):
     print("\npublish: events/s, medians of %d runs (the machine may be busy: read ratios)" % args.runs)
-    print("%-9s %-16s %6s %12s %12s %8s %6s" % ("server", "how", "holds", "published/s",
-                                                 "delivered/s", "vs nchan", "clean"))
+    print("%-9s %-16s %6s %12s %12s %8s %8s %8s %6s" % (
+        "server", "how", "holds", "published/s", "delivered/s", "vs nchan", "m0 µs/ev",
+        "redis µs", "clean"))
     for holds in [int(h) for h in args.publish_holds.split(",")]:
         base = results.get(("publish", "nchan", "nchan-single", holds))
         base_rate = median(base, "published_per_s") if base else None
@@ -367,6 +386,10 @@ def table(args, results, median, fmt):
                     continue
                 rate = median(rows, "published_per_s")
                 ratio = fmt(rate / base_rate) if rate and base_rate else "-"
-                print("%-9s %-16s %6d %12s %12s %8s %6s" % (
+                cpu = [median(rows, name + "_cpu_us_per_event")
+                       if any(name + "_cpu_us_per_event" in r for r in rows) else None
+                       for name in ("server", "redis")]
+                print("%-9s %-16s %6d %12s %12s %8s %8s %8s %6s" % (
                     kind, mode, holds, fmt(rate), fmt(median(rows, "delivered_per_s")) if holds else "-",
-                    ratio, "yes" if all(r["clean"] for r in rows) else "NO"))
+                    ratio, *("%.1f" % c if c is not None else "-" for c in cpu),
+                    "yes" if all(r["clean"] for r in rows) else "NO"))

@@ -5,6 +5,23 @@
 -- Since the three happen in one script, id order is publish order across
 -- every process, and an event is in the stream exactly when it was published.
 --
+-- Published on pub/sub in id order, one message a run (events of the batch
+-- that follow each other on one channel), in one of two forms
+-- (src/bus/redis_message.hpp reads them):
+--   single   "ID\nEVENT\nRAW\nDATA": one event (RAW "1" or empty); the only
+--            form before batched messages, kept byte for byte.
+--   batched  "*1\n", then per event "ID ELEN DLEN RAW\n" EVENT DATA (ELEN,
+--            DLEN byte lengths, RAW "1" or "0"): two or more events of a run,
+--            at most `limit` bytes in all; a longer run is cut into several
+--            messages, and an event that fits with no other goes alone,
+--            single. One message a run, not a channel: a server holding two
+--            channels of one batch hears its events in id order as they come.
+-- A channel gets batched messages only when every subscriber reads them: a
+-- reader subscribes to the readers' name m0:DB:r:CHANNEL in the same
+-- SUBSCRIBE as m0:DB:e:CHANNEL, so the two counts are equal; any other
+-- subscriber (an m0serve from before batched messages, during a rolling
+-- deploy) makes them differ, and the channel gets a single message an event.
+--
 -- One event takes 5 keys and 5 arguments; a batch of N events repeats them N
 -- times, event i's at KEYS[5i-4 .. 5i] and ARGV[5i-4 .. 5i], and is numbered,
 -- kept and published in one step: ids consecutive, in the batch's order.
@@ -12,7 +29,8 @@
 -- KEYS[3] the channel's stream    KEYS[4] the history length the servers set
 -- KEYS[5] the channel's mark: the highest id trimmed from its stream (a
 --         cursor below it has a gap the stream cannot fill: m0-reset)
--- ARGV[1] the pub/sub channel     ARGV[2] the history length, "" for KEYS[4] (else 64)
+-- ARGV[1] the pub/sub channel, m0:DB:e:CHANNEL (its readers' name, m0:DB:r:CHANNEL, is
+--         made from it)        ARGV[2] the history length, "" for KEYS[4] (else 64)
 -- ARGV[3] the event name, "" for none
 -- ARGV[4] the data
 -- ARGV[5] "1" when the data is written to holds verbatim (a raw event:
@@ -44,34 +62,112 @@ if maxlen == '' then
 end
 local keep = tonumber(maxlen)
 -- Each channel's stream, in the order first seen: trimmed once, after its
--- events are added.
-local streams, marks, order = {}, {}, {}
+-- events are added. A stream given more of the batch's events than it keeps
+-- is not given those the trim would drop in this same step: its mark is then
+-- the last of them (every older entry goes too).
+local streams, marks, order, sids, per, skipped = {}, {}, {}, {}, {}, {}
+if keep > 0 then
+  for i = 1, n do
+    local stream = KEYS[5 * (i - 1) + 3]
+    per[stream] = (per[stream] or 0) + 1
+  end
+end
 for i = 1, n do
   local k, a = 5 * (i - 1), 5 * (i - 1)
-  local stream, raw = KEYS[k + 3], ARGV[a + 5] or ''
+  local stream = KEYS[k + 3]
   local sid = string.format('%d', first + i - 1)
+  sids[i] = sid
   -- Stream entry ids are the m0 ids ("<id>-0").
   if keep <= 0 then
     redis.call('SET', KEYS[k + 5], sid)
   else
-    redis.call('XADD', stream, sid .. '-0', 'e', ARGV[a + 3], 'd', ARGV[a + 4], 'r', raw)
     if not streams[stream] then
-      streams[stream] = true
+      streams[stream] = 0
       marks[stream] = KEYS[k + 5]
       order[#order + 1] = stream
     end
+    streams[stream] = streams[stream] + 1
+    if streams[stream] <= per[stream] - keep then
+      skipped[stream] = sid
+    else
+      redis.call('XADD', stream, sid .. '-0', 'e', ARGV[a + 3], 'd', ARGV[a + 4], 'r', ARGV[a + 5] or '')
+    end
   end
-  redis.call('PUBLISH', ARGV[a + 1], sid .. '\n' .. ARGV[a + 3] .. '\n' .. raw .. '\n' .. ARGV[a + 4])
 end
+-- The live messages (the header above). `limit`: redis_message.hpp's
+-- kMaxBatchedMessage.
+local limit = 262144
+local batched = {}  -- pub/sub name -> whether every subscriber reads batched messages
+local function reads_batched(pubsub)
+  local b = batched[pubsub]
+  if b == nil then
+    b = false
+    local db, name = string.match(pubsub, '^m0:(%d+):e:(.*)$')
+    if db then
+      local c = redis.call('PUBSUB', 'NUMSUB', pubsub, 'm0:' .. db .. ':r:' .. name)
+      b = c[2] == c[4]
+    end
+    batched[pubsub] = b
+  end
+  return b
+end
+local function publish_single(i)
+  local a = 5 * (i - 1)
+  redis.call('PUBLISH', ARGV[a + 1], sids[i] .. '\n' .. ARGV[a + 3] .. '\n' .. (ARGV[a + 5] or '') .. '\n' .. ARGV[a + 4])
+end
+-- The run being gathered: its message's pieces, events, bytes, channel and first event.
+local run, count, bytes, channel, head = {'*1\n'}, 0, 3, nil, 0
+local function publish_run()
+  if count == 1 then
+    publish_single(head)
+  elseif count > 1 then
+    redis.call('PUBLISH', channel, table.concat(run))
+  end
+  run, count, bytes = {'*1\n'}, 0, 3
+end
+for i = 1, n do
+  local a = 5 * (i - 1)
+  local to = ARGV[a + 1]
+  if count > 0 and to ~= channel then
+    publish_run()
+  end
+  -- A run of one (the next event goes elsewhere) is single whoever listens:
+  -- no count asked for a lone publish, nor for a batch of distinct channels.
+  local alone = count == 0 and (i == n or ARGV[a + 6] ~= to)
+  if alone or not reads_batched(to) then
+    publish_single(i)
+  else
+    local event, data = ARGV[a + 3], ARGV[a + 4]
+    local line = string.format('%s %d %d %s\n', sids[i], #event, #data, ARGV[a + 5] == '1' and '1' or '0')
+    local size = #line + #event + #data
+    if count > 0 and bytes + size > limit then
+      publish_run()
+    end
+    if count == 0 then
+      channel, head = to, i
+    end
+    run[#run + 1] = line
+    run[#run + 1] = event
+    run[#run + 1] = data
+    count, bytes = count + 1, bytes + size
+  end
+end
+publish_run()
 -- Trimmed by hand, so the mark knows the newest entry that goes (Redis's own
 -- max-deleted-entry-id counts XDEL, not trimming).
 for _, stream in ipairs(order) do
   local over = redis.call('XLEN', stream) - keep
+  local last = skipped[stream]
   if over > 0 then
-    local gone = redis.call('XRANGE', stream, '-', '+', 'COUNT', over)
-    local last = gone[#gone][1]
-    redis.call('SET', marks[stream], string.sub(last, 1, string.find(last, '-', 1, true) - 1))
+    if not last then
+      local gone = redis.call('XRANGE', stream, '-', '+', 'COUNT', over)
+      local id = gone[#gone][1]
+      last = string.sub(id, 1, string.find(id, '-', 1, true) - 1)
+    end
     redis.call('XTRIM', stream, 'MAXLEN', keep)
+  end
+  if last then
+    redis.call('SET', marks[stream], last)
   end
 end
 return first

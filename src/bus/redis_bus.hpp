@@ -18,8 +18,16 @@
 //   subscriber     hiredis async on the loop: SUBSCRIBE/UNSUBSCRIBE, one at a
 //                  time (hiredis 0.14 keeps one callback per channel, and an
 //                  UNSUBSCRIBE reply would drop the callback of a SUBSCRIBE
-//                  sent behind it), and the messages, queued as PublishFrames
+//                  sent behind it), each naming the channel and its readers'
+//                  name together, and the messages, queued as PublishFrames
 //                  on the local queue the loop drains with h frames.
+// Live messages (redis_message.hpp): a batch goes out in id order, one
+// message a run of it on one channel (batched, at most 256 KiB, where every
+// subscriber of the channel reads that form; else one single message an
+// event, the form an m0serve from before batched messages reads). Redis
+// sends one script's messages to a subscriber back to back, and each
+// message's events are queued in one push: the loop sees a process's events
+// in id order across channels, as with one message an event.
 // The seam, a hold's replay against its live events: replay_later() first
 // makes sure every channel is subscribed (its SUBSCRIBE answered), then
 // reads in one MULTI/EXEC the counter (`upto`), the epoch, each channel's

@@ -4,6 +4,7 @@
 
 #include "bus/hiredis.hpp"
 #include "bus/redis_bus.hpp"
+#include "bus/redis_message.hpp"
 #include "loop/log.hpp"
 
 namespace m0::bus {
@@ -41,13 +42,17 @@ void RedisBus::replay_later(const std::vector<std::string>& channels, uint64_t a
 
 void RedisBus::pump_ops() {
     // One SUBSCRIBE or UNSUBSCRIBE in flight at a time (see the DESIGN note).
+    // Each names the channel and its readers' name together, so Redis counts
+    // this reader on both or neither, at every instant (redis_message.hpp):
+    // the readers' name's answer, the second, completes the operation.
     while (!op_in_flight_ && !ops_.empty() && sub_) {
         Op op = std::move(ops_.front());
         ops_.pop_front();
         const std::string name = pubsub_prefix(opt_.url.db) + op.channel;
+        const std::string readers = readers_prefix(opt_.url.db) + op.channel;
         int rc = redisAsyncCommand(sub_, on_sub_reply, this,
-                                   op.subscribe ? "SUBSCRIBE %b" : "UNSUBSCRIBE %b", name.data(),
-                                   name.size());
+                                   op.subscribe ? "SUBSCRIBE %b %b" : "UNSUBSCRIBE %b %b",
+                                   name.data(), name.size(), readers.data(), readers.size());
         if (rc != REDIS_OK) {
             M0_LOG(warn, "redis bus: ", op.subscribe ? "SUBSCRIBE " : "UNSUBSCRIBE ", op.channel,
                    " not sent");
@@ -66,12 +71,18 @@ void RedisBus::on_sub_reply(redisAsyncContext* ac, void* reply, void*) {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) return;
     const std::string_view kind = redis::reply_text(r->element[0]);
     const std::string prefix = pubsub_prefix(self->opt_.url.db);
+    const std::string readers = readers_prefix(self->opt_.url.db);
     std::string_view name = redis::reply_text(r->element[1]);
-    if (!name.starts_with(prefix)) return;
-    name.remove_prefix(prefix.size());
-    if (kind == "message") {
-        self->on_message(std::string(name), *r->element[2]);
-    } else if (kind == "subscribe") {
+    if (name.starts_with(prefix)) {
+        // The channel's own name: its messages. Its (UN)SUBSCRIBE answer
+        // comes first; the readers' name's completes the operation.
+        name.remove_prefix(prefix.size());
+        if (kind == "message") self->on_message(std::string(name), *r->element[2]);
+        return;
+    }
+    if (!name.starts_with(readers)) return;
+    name.remove_prefix(readers.size());
+    if (kind == "subscribe") {
         self->op_in_flight_ = false;
         self->on_subscribed(std::string(name));
         self->pump_ops();
@@ -88,21 +99,19 @@ void RedisBus::on_message(const std::string& channel, const redisReply& payload)
     // After a message that did not fit, none is queued until the resync: a
     // hold's last id must stay below what it lost, so the replay brings it.
     if (frames_lost_) return;
-    // publish.lua's message: "ID\nEVENT\nRAW\nDATA" (RAW "1" or empty).
-    std::string_view p = redis::reply_text(&payload);
-    size_t a = p.find('\n');
-    size_t b = a == std::string_view::npos ? a : p.find('\n', a + 1);
-    size_t c = b == std::string_view::npos ? b : p.find('\n', b + 1);
-    if (c == std::string_view::npos) {
+    // One event (the single form), or a run of a batch in id order (the
+    // batched form): redis_message.hpp.
+    std::vector<PublishFrame> frames;
+    if (!parse_message(redis::reply_text(&payload), channel, frames)) {
         M0_LOG(warn, "redis bus: a malformed message on ", channel, " dropped");
         return;
     }
-    PublishFrame f{parse_id(p.data(), a), channel, std::string(p.substr(a + 1, b - a - 1)),
-                   std::string(p.substr(c + 1)), p.substr(b + 1, c - b - 1) == "1"};
-    raise_position(f.id);
-    if (!queue_.push(Frame{std::move(f)})) {
+    raise_position(frames.back().id);
+    // All of a message or none: a hold never hears part of it before the resync.
+    if (!queue_.push_many(frames.size(),
+                          [&frames](size_t i) { return Frame{std::move(frames[i])}; })) {
         // The loop is far behind: the holds are replayed from their last ids.
-        if (!frames_lost_) M0_LOG(error, "redis bus: the local queue is full: resyncing holds");
+        M0_LOG(error, "redis bus: the local queue is full: resyncing holds");
         frames_lost_ = true;
     }
 }

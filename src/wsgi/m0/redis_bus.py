@@ -10,8 +10,10 @@ file whose first line is the password, as ``--bus-password-file`` does),
 ``src/bus/publish.lua`` (``M0_PUBLISH_LUA`` names another copy of it), on
 that Redis, through Debian's ``python3-redis``: the next id of the shared
 counter, the event appended to its channel's stream, and published to every
-server that holds the channel. The stream is trimmed to the ``--history``
-the servers set in Redis (64 if none has).
+server that holds the channel (a batch from :func:`publish_many`: one
+message a run of it on one channel, read by the servers as they read the
+server's own batches; publish.lua's header). The stream is trimmed to the
+``--history`` the servers set in Redis (64 if none has).
 
 An event larger than ``M0_MAX_EVENT_SIZE`` (default 262144, the servers'
 default ``--max-event-size``) is refused with ValueError; an unreachable

@@ -94,6 +94,21 @@ class RedisPublishTest(unittest.TestCase):
                                b"%d\nup\n\n2" % ids[1], b"%d\n\n\n3\n" % ids[2]])
         self.assertEqual(m0.publish_many([]), [])
 
+    def test_publish_many_sends_a_run_as_one_batched_message_to_readers_of_it(self):
+        # A reader of batched messages subscribes the readers' name beside
+        # the channel, as m0serve does (src/bus/redis_message.hpp).
+        sub = self.redis().pubsub()
+        sub.subscribe("m0:0:e:a", "m0:0:r:a", "m0:0:e:b", "m0:0:r:b")
+        for _ in range(4):
+            sub.get_message(timeout=1)  # the subscribe confirmations
+        ids = m0.publish_many([("a", "1"), ("a", "two\nlines", "up"), ("b", "3"), ("a", "4")])
+        got = [sub.get_message(timeout=2)["data"] for _ in range(3)]
+        # A run of two: "*1\n", then ID ELEN DLEN RAW and the bytes, each event.
+        self.assertEqual(got[0], b"*1\n%d 0 1 0\n1%d 2 9 0\nuptwo\nlines" % (ids[0], ids[1]))
+        # A run of one: the single form, as before batched messages.
+        self.assertEqual(got[1:], [b"%d\n\n\n3" % ids[2], b"%d\n\n\n4" % ids[3]])
+        self.assertIsNone(sub.get_message(timeout=0.2))
+
     def test_publish_many_refuses_a_bad_event_before_redis_is_asked(self):
         with self.assertRaisesRegex(ValueError, "^event 1: "):
             m0.publish_many([("a", "1"), ("m0.slot.3", "x")])
