@@ -95,11 +95,12 @@ install_debs = missing=$$(for p in $(1); do \
 deps:
 	@$(call install_debs,$(DEB_PACKAGES) $(NODE_PACKAGES))
 
-# Runs CMake when $(BUILD) is new, and again whenever SANITIZER is not the value
-# the folder was configured with.
+# Runs CMake when $(BUILD) is new, when an earlier run stopped before writing
+# the build files (a package was missing), and whenever SANITIZER is not the
+# value the folder was configured with.
 configure:
 	@cached=$$(sed -n 's/^SANITIZER:[A-Z]*=//p' $(BUILD)/CMakeCache.txt 2>/dev/null); \
-	if [ ! -f $(BUILD)/CMakeCache.txt ] || [ "$$cached" != "$(SANITIZER)" ]; then \
+	if [ ! -f $(BUILD)/Makefile ] || [ "$$cached" != "$(SANITIZER)" ]; then \
 	  echo "cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER)"; \
 	  cmake -S . -B $(BUILD) -DSANITIZER=$(SANITIZER); \
 	fi

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import emit  # noqa: E402
 from m0smoke import (  # noqa: E402
     DJANGO_ARGS, HOST, LOG_DIR, ROOT, Conn, Fail, Server, Smoke, build_request, check, check_error,
-    check_server_headers, chunked, form_body, free_port, http, metric, metrics, sha256, short,
+    check_server_headers, chunked, form_body, free_port, free_ports, http, metric, metrics, sha256, short,
     wait_metric)
 
 SCRIPT = "10-basic"
@@ -1082,7 +1082,8 @@ def phase46(ctx):
         npath = os.path.join(d, "notify")
         notify.bind(npath)
         notify.settimeout(0.2)
-        port, aport = free_port(), free_port()
+        port, aport = free_ports(2)  # distinct: one after the other may be the same port
+        os.makedirs(LOG_DIR, exist_ok=True)
         log = open(os.path.join(LOG_DIR, "%s-phase46-activated.log" % SCRIPT), "wb")
         binary = os.path.abspath(ctx.binary)
         # systemd-socket-activate gives the child a bare environment: the
@@ -1103,8 +1104,13 @@ def phase46(ctx):
             try:
                 r = http((HOST, port), "GET", "/native/hello", timeout=20)
                 break
-            except OSError:
-                check(time.monotonic() < deadline, "systemd-socket-activate never listened")
+            except OSError as e:
+                if proc.poll() is not None or time.monotonic() >= deadline:
+                    with open(log.name, "rb") as f:
+                        said = short(f.read().decode("utf-8", "replace"), 800)
+                    raise Fail("no answer over the passed socket (%s; systemd-socket-activate %s): %s"
+                               % (e, "exited %s" % proc.returncode if proc.poll() is not None else "running",
+                                  said))
                 time.sleep(0.05)
         check(r.status == 200, "GET over the passed socket: %s" % r.summary())
         msgs = []
@@ -1298,7 +1304,8 @@ def phase51(ctx):
     activate = shutil.which("systemd-socket-activate")
     check(activate, "systemd-socket-activate is missing (Debian package systemd)")
     binary = os.path.abspath(ctx.binary)
-    port, other = free_port(), free_port()
+    port, other = free_ports(2)
+    os.makedirs(LOG_DIR, exist_ok=True)
     cases = [(["--listen", "127.0.0.1:%d" % other], "--listen 127.0.0.1:%d is not one of the 1 sockets" % other),
              (["--admin-listen", "127.0.0.1:%d" % other], "systemd passed no socket named admin")]
     for n, (extra, want) in enumerate(cases):
