@@ -1,6 +1,9 @@
-// Server::Conn: one connection's state, shared by the files that implement
-// Server (server.cpp, listener.cpp, writer.cpp). Loop thread only; private
-// to the server folder.
+// Server::Conn: one connection, its state and its HTTP/1.1 state machine
+// (http1_conn.cpp: reading, parsing, backpressure, keep-alive, half-close,
+// timeouts, the closing handshake). The server's other files reach its
+// state for what they write on it (writer.cpp, hold_output.cpp) and for the
+// protocols it may switch to (h2_conn.cpp, ws_conn.cpp). Loop thread only;
+// private to the server folder.
 #pragma once
 #include <event2/bufferevent.h>
 
@@ -95,6 +98,37 @@ struct Server::Conn {
 
     explicit Conn(http::ParserLimits limits)
         : parser(std::make_unique<http::RequestParser>(limits)) {}
+
+    // ---- the HTTP/1.1 state machine (http1_conn.cpp) ----
+    // The bufferevent's callbacks (`arg` is the Conn) and the timer's.
+    static void on_read(bufferevent*, void* arg);
+    static void on_write(bufferevent*, void* arg);
+    static void on_event(bufferevent*, short what, void* arg);
+    static void on_timer(evutil_socket_t, short, void* arg);
+    // Parses what was read, one request at a time, each to Server::dispatch;
+    // may close the connection (`this` is then gone).
+    void process_input();
+    // Reading resumes unless the output is over the high-water mark or the
+    // pipelined input over its bound.
+    void resume_reading();
+    // The output is over --output-high-water.
+    bool output_full() const;
+    // The answer is written: the next request, or the close.
+    void finish_request();
+    // Answers `status` with `reason` and closes.
+    void fail_request(int status, std::string_view reason);
+    void close_after_write();
+    // Closing once the output is out: stop sending, read until the client
+    // closes or the linger's seconds pass.
+    void begin_linger();
+    // The connection's one timer: made on demand, re-armed, stopped.
+    void arm_timer(double seconds);
+    void disarm_timer();
+    void on_timeout();
+    // A FIN while a request waits: a 100 Continue looks for the reset that
+    // tells a departure from a half-close.
+    void probe_departure();
+    bool peer_reset() const;
 };
 
 }  // namespace m0::server

@@ -46,7 +46,7 @@ void Server::shutdown() {
             if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
                 close_conn(*c);
             else
-                close_after_write(*c);
+                c->close_after_write();
         } else {
             // Busy, or new: a connection accepted before the listener closed
             // has its first request on the way (--header-timeout bounds the

@@ -234,7 +234,7 @@ void Server::h2_read(Conn& c) {
                                                   ? NGHTTP2_ENHANCE_YOUR_CALM
                                                   : NGHTTP2_PROTOCOL_ERROR);
             (void)nghttp2_session_send(c.h2->session);
-            close_after_write(c);
+            c.close_after_write();
             return;
         }
         evbuffer_drain(in, static_cast<size_t>(n));
@@ -278,7 +278,7 @@ void Server::h2_flush(Conn& c) {
                        evbuffer_get_length(bufferevent_get_input(c.bev)));
         nghttp2_session_terminate_session(h.session, NGHTTP2_ENHANCE_YOUR_CALM);
         (void)nghttp2_session_send(h.session);
-        close_after_write(c);
+        c.close_after_write();
         return;
     }
     const SlotRef me = c.slot;
@@ -297,7 +297,7 @@ void Server::h2_flush(Conn& c) {
     }
     const bool done =
         !nghttp2_session_want_read(h.session) && !nghttp2_session_want_write(h.session);
-    if (done || (h.going_away && h.streams.empty())) close_after_write(c);
+    if (done || (h.going_away && h.streams.empty())) c.close_after_write();
 }
 
 void Server::h2_open_stream(Conn& c, int32_t id) {
@@ -327,7 +327,7 @@ void Server::h2_arm(Conn& c, double at) {
     const double now = monotonic_seconds();
     if (h.timer_at > now && h.timer_at <= at) return;
     h.timer_at = at;
-    arm_timer(c, std::max(0.001, at - now));
+    c.arm_timer(std::max(0.001, at - now));
 }
 
 size_t Server::h2_streams() const {

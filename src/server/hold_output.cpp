@@ -365,7 +365,7 @@ void Server::lean_sent(Conn& c) {
     if (c.phase == Phase::holding && c.out_bytes <= cfg_.hold_buffer_limit)
         holds_.drained(c.slot, c.out_bytes + c.staged_bytes, monotonic_seconds());
     else if (c.phase == Phase::closing && c.out.empty())
-        begin_linger(c);
+        c.begin_linger();
 }
 
 void Server::on_io(evutil_socket_t fd, short what, void* arg) {
@@ -421,7 +421,7 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
         M0_LOG(error, "hold completion for slot ", to_string(c.slot),
                " found no subscription (its h frame did not come first): closing");
         send_whole(c, r);
-        close_after_write(c);
+        c.close_after_write();
         return;
     }
     if (c.peer_eof) {  // the client left while the hold was decided
@@ -451,7 +451,7 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
         // RFC 9110 §9.3.2: HEAD is answered with the head alone, so there is no
         // stream to hold: the subscription the h frame made is released.
         holds_.release(c.slot);
-        close_after_write(c);
+        c.close_after_write();
         return;
     }
     evbuffer_add(out, r.body.data(), r.body.size());

@@ -21,7 +21,7 @@
 namespace m0::server {
 
 void Server::finish_poll(Conn& c, http::Response& r) {
-    if (c.peer_eof && peer_reset(c)) {  // the client left while the hold was decided
+    if (c.peer_eof && c.peer_reset()) {  // the client left while the hold was decided
         close_conn(c);
         return;
     }
@@ -37,13 +37,13 @@ void Server::finish_poll(Conn& c, http::Response& r) {
         holds_.release(c.slot);
         c.poll.reset();
         send_whole(c, r);
-        finish_request(c);
+        c.finish_request();
         return;
     }
     c.poll->held = std::move(r);
     c.phase = Phase::polling;
     c.deadline = monotonic_seconds() + c.poll->timeout;
-    arm_timer(c, c.peer_eof ? std::min(kProbeSeconds, double(c.poll->timeout)) : c.poll->timeout);
+    c.arm_timer(c.peer_eof ? std::min(kProbeSeconds, double(c.poll->timeout)) : c.poll->timeout);
     metrics_.holds_total.fetch_add(1);
     // An event already waiting (replayed, or published while the answer was
     // decided) answers it now.
@@ -64,9 +64,9 @@ void Server::answer(SlotRef slot, const bus::PublishFrame* event) {
                              : std::move(c->poll->held);
     c->poll.reset();
     holds_.release(slot);
-    disarm_timer(*c);
+    c->disarm_timer();
     send_whole(*c, r);
-    finish_request(*c);
+    c->finish_request();
 }
 
 void Server::h2_poll(Conn& c, H2Stream& st, http::Response& r) {

@@ -1,7 +1,9 @@
-// Server: the loop thread's owner of connections. It accepts, reads and
-// parses, routes by longest mount prefix, writes answers, and wires the two
-// units beside it: the hold table (holds.hpp, the loop side of holds) and the
-// admin API (admin.hpp).
+// Server: the loop thread's owner of connections. It keeps the listeners and
+// accepts, keeps the slot table, routes each request by longest mount
+// prefix, writes answers, and wires the two units beside it: the hold table
+// (holds.hpp, the loop side of holds) and the admin API (admin.hpp). A
+// connection reads and parses itself: its HTTP/1.1 state machine is
+// Server::Conn's (conn.hpp, http1_conn.cpp).
 //
 // DESIGN
 // Loop thread only: everything in this class is created, read and changed on
@@ -346,12 +348,9 @@ class Server final : private HoldSink {
     void accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr);
     void pause_accepting(int err);
     void resume_accepting();
-    static void on_read(bufferevent*, void*);
-    static void on_write(bufferevent*, void*);
-    static void on_event(bufferevent*, short, void*);
-    static void on_timer(evutil_socket_t, short, void*);
 
-    void process_input(Conn& c);
+    // The router: a request Conn::process_input parsed, checked (an
+    // upgrade), routed by longest prefix and submitted to its mount.
     void dispatch(Conn& c, http::Request req);
     struct MountEntry;
     struct Routes;
@@ -378,14 +377,7 @@ class Server final : private HoldSink {
     // its handler's answer is held until an event or its timeout answers.
     void finish_poll(Conn& c, http::Response& r);
     void poll_timed_out(Conn& c);
-    void finish_request(Conn& c);
-    void fail_request(Conn& c, int status, std::string_view reason);
-    void close_after_write(Conn& c);
     void close_conn(Conn& c);
-    void arm_timer(Conn& c, double seconds);
-    void on_timeout(Conn& c);
-    void probe_departure(Conn& c);
-    static bool peer_reset(const Conn& c);
     void sse_peer_frame(bus::HoldFrame& f);
     // Asks the bus for a hold's replay; the answer goes to holds_.replayed.
     void request_replay(SlotRef slot, const std::vector<std::string>& channels, uint64_t after,
@@ -393,8 +385,6 @@ class Server final : private HoldSink {
     // The bus's resync hook: every hold is replayed from its last id.
     void resync_holds();
     void drop_hold(SlotRef slot);
-    bool output_full(const Conn& c) const;
-    void resume_reading(Conn& c);
     // HoldSink
     size_t write(SlotRef slot, std::string_view bytes) override;
     size_t write_shared(SlotRef slot, const SharedBytes& bytes) override;
@@ -466,10 +456,6 @@ class Server final : private HoldSink {
     void lean_sent(Conn& c);
     // Bytes in the connection's output (not counting staged ones).
     static size_t output_length(const Conn& c);
-    // Closing once the output is out: stop sending, read until the client
-    // closes or kLingerSeconds pass.
-    void begin_linger(Conn& c);
-    void disarm_timer(Conn& c);
     // The access log (server_access.cpp): an entry begun at dispatch (or at an
     // answer to a request that never parsed), its answer noted, written when
     // the request ends or its connection closes.

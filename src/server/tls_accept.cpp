@@ -100,7 +100,7 @@ void Server::on_peek(evutil_socket_t fd, short what, void* arg) {
         if (!via->admin) s.metrics_.tls_plain_refused.fetch_add(1);
         if (Conn* c = s.find(slot)) {
             c->via = via;
-            s.fail_request(*c, 400, "plain HTTP request sent to a TLS port");
+            c->fail_request(400, "plain HTTP request sent to a TLS port");
         }
         return;
     }
@@ -128,7 +128,7 @@ void Server::tls_connected(Conn& c) {
     }
     // From now on the connection has --header-timeout for its first
     // request, as a plain one from its accept.
-    if (c.phase == Phase::reading && !c.parser->in_message()) arm_timer(c, cfg_.header_timeout);
+    if (c.phase == Phase::reading && !c.parser->in_message()) c.arm_timer(cfg_.header_timeout);
 }
 
 }  // namespace m0::server

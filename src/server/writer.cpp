@@ -83,7 +83,7 @@ void Server::refuse_answer(Conn& c, const char* why) {
     c.keep_alive = false;
     Response r = error_response(502, why);
     send_whole(c, r);
-    close_after_write(c);
+    c.close_after_write();
 }
 
 void Server::send_whole(Conn& c, Response& r) {
@@ -147,10 +147,10 @@ void Server::send_file(Conn& c, Response& r, FileBody& f) {
         // PEP 3333: short of its Content-Length, the connection closes (the
         // pool logged it).
         c.keep_alive = false;
-        close_after_write(c);
+        c.close_after_write();
         return;
     }
-    finish_request(c);
+    c.finish_request();
 }
 
 void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st) {
@@ -235,14 +235,14 @@ void Server::end_stream(Conn& c, bool aborted) {
     if (aborted) {
         // The body failed midway: a truncated body must not look complete.
         c.keep_alive = false;
-        close_after_write(c);
+        c.close_after_write();
         return;
     }
     if (c.chunked) {
         evbuffer_add(bufferevent_get_output(c.bev), "0\r\n\r\n", 5);
         if (c.access) access_bytes(c, 5);
     }
-    finish_request(c);
+    c.finish_request();
 }
 
 }  // namespace m0::server

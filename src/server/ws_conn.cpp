@@ -240,7 +240,7 @@ bool Server::ws_handshake(Conn& c, http::Request& req) {
                std::to_string(u.status), ": ", u.reason);
         http::Response r = ws::refusal(u);
         send_whole(c, r);
-        finish_request(c);
+        c.finish_request();
         return false;
     }
     c.ws = std::make_unique<WsState>();

@@ -109,7 +109,7 @@ void Server::woh_start(Conn& c, http::Request req, const SubmitFn& submit) {
         c.ws.reset();
         http::Response r = http::error_response(501, "WebSocket-over-HTTP needs --realtime");
         send_whole(c, r);
-        finish_request(c);
+        c.finish_request();
         return;
     }
     auto o = std::make_unique<WohState>();
@@ -127,7 +127,7 @@ void Server::woh_start(Conn& c, http::Request req, const SubmitFn& submit) {
     c.phase = Phase::waiting;
     if (!woh_send(c)) return;
     c.deadline = monotonic_seconds() + cfg_.request_timeout;
-    arm_timer(c, cfg_.request_timeout);
+    c.arm_timer(cfg_.request_timeout);
 }
 
 namespace {
@@ -231,7 +231,7 @@ void Server::woh_answer(Conn& c, Completion& comp) {
             if (r.body.size() > kRejectBodyMax) r.body.resize(kRejectBodyMax);
             c.ws.reset();  // an HTTP answer, not a 101
             send_whole(c, r);
-            finish_request(c);
+            c.finish_request();
             return;
         }
         woh_fail(c, "the view answered " + std::to_string(r.status) + ", not WebSocket events");
@@ -268,7 +268,7 @@ void Server::woh_fail(Conn& c, const std::string& why) {
         c.ws.reset();
         http::Response r = http::error_response(502, why);
         send_whole(c, r);
-        finish_request(c);
+        c.finish_request();
         return;
     }
     woh_close(c, ws::kInternalError, "the application failed");
@@ -288,7 +288,7 @@ bool Server::woh_open(Conn& c, const http::Response& answer) {
         http::Response r = http::error_response(503, "too many holds open");
         r.headers.add("Retry-After", "5");
         send_whole(c, r);
-        finish_request(c);
+        c.finish_request();
         return false;
     }
     WohState& o = *c.ws->woh;
