@@ -1,8 +1,9 @@
 // Server::Conn: one connection, its state and its HTTP/1.1 state machine
 // (http1_conn.cpp: reading, parsing, backpressure, keep-alive, half-close,
-// timeouts, the closing handshake). The server's other files reach its
-// state for what they write on it (writer.cpp, hold_output.cpp) and for the
-// protocols it may switch to (h2_conn.cpp, ws_conn.cpp). Loop thread only;
+// timeouts, the closing handshake; writer.cpp: the answers it writes). The
+// server's other files reach its state for a hold's output
+// (hold_output.cpp) and for the protocols it may switch to (h2_conn.cpp,
+// ws_conn.cpp). Loop thread only;
 // private to the server folder.
 #pragma once
 #include <event2/bufferevent.h>
@@ -129,6 +130,24 @@ struct Server::Conn {
     // tells a departure from a half-close.
     void probe_departure();
     bool peer_reset() const;
+
+    // ---- writing answers (writer.cpp) ----
+    // The head: the answer's fields, with framing, Date, Server and
+    // Connection the server's own.
+    std::string head_text(const http::Response& r, std::string_view framing) const;
+    // A whole answer (a 502 in its place when it cannot be written).
+    void send_whole(http::Response& r);
+    // A whole answer whose body is a file range (wsgi.file_wrapper): the head
+    // framed by the file's length, the file sent by sendfile(2); a cut file
+    // (short of the declared length) closes the connection after it.
+    void send_file(http::Response& r, FileBody& f);
+    // A streamed answer: its head, its chunks (never past a declared
+    // Content-Length), its end (short of that length, a close).
+    void start_stream(http::Response& r, std::shared_ptr<StreamState> st);
+    void stream_chunk(std::string& data);
+    void end_stream(bool aborted);
+    // Answers 502 in place of an answer that cannot be written, and closes.
+    void refuse_answer(const char* why);
 };
 
 }  // namespace m0::server

@@ -420,7 +420,7 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
     if (!holds_.has(c.slot)) {
         M0_LOG(error, "hold completion for slot ", to_string(c.slot),
                " found no subscription (its h frame did not come first): closing");
-        send_whole(c, r);
+        c.send_whole(r);
         c.close_after_write();
         return;
     }
@@ -430,7 +430,7 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
     }
     if (const char* why = invalid_answer(r)) {
         holds_.release(c.slot);  // no stream: the subscription its h frame made goes
-        refuse_answer(c, why);
+        c.refuse_answer(why);
         return;
     }
     // A WebSocket's 101 (its Origin was checked with its handshake), or a
@@ -440,7 +440,7 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
     if (!ws)
         cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
                         r.headers);
-    std::string head = ws ? ws_head(c, r) : head_text(c, r, "");
+    std::string head = ws ? ws_head(c, r) : c.head_text(r, "");
     evbuffer* out = bufferevent_get_output(c.bev);
     evbuffer_add(out, head.data(), head.size());
     if (c.access) {

@@ -169,7 +169,7 @@ void Server::Conn::fail_request(int status, std::string_view reason) {
     head_request = false;
     version_minor = 1;
     Response r = error_response(status, reason);
-    server->send_whole(*this, r);
+    send_whole(r);
     close_after_write();
 }
 

@@ -28,7 +28,7 @@ void Server::finish_poll(Conn& c, http::Response& r) {
     if (const char* why = invalid_answer(r)) {
         holds_.release(c.slot);
         c.poll.reset();
-        refuse_answer(c, why);
+        c.refuse_answer(why);
         return;
     }
     if (c.head_request || shutting_down_) {
@@ -36,7 +36,7 @@ void Server::finish_poll(Conn& c, http::Response& r) {
         // server that is leaving answers with the handler's own answer.
         holds_.release(c.slot);
         c.poll.reset();
-        send_whole(c, r);
+        c.send_whole(r);
         c.finish_request();
         return;
     }
@@ -65,7 +65,7 @@ void Server::answer(SlotRef slot, const bus::PublishFrame* event) {
     c->poll.reset();
     holds_.release(slot);
     c->disarm_timer();
-    send_whole(*c, r);
+    c->send_whole(r);
     c->finish_request();
 }
 

@@ -181,7 +181,7 @@ void Server::dispatch(Conn& c, Request req) {
     const MountEntry* mount = route(routes, req);
     if (!mount) {
         Response r = error_response(404, "no mount serves this path");
-        send_whole(c, r);
+        c.send_whole(r);
         c.finish_request();
         return;
     }
@@ -225,7 +225,7 @@ void Server::refuse_admission(Conn& c, bool full) {
     c.keep_alive = false;
     Response r = error_response(503, full ? "too many queued requests" : "server is shutting down");
     if (full) r.headers.add("Retry-After", "1");
-    send_whole(c, r);
+    c.send_whole(r);
     c.finish_request();
 }
 
@@ -312,20 +312,20 @@ void Server::handle_completion(Completion& comp) {
     switch (comp.kind) {
         case Completion::Kind::response:
             if (comp.file) {
-                send_file(*c, comp.response, *comp.file);
+                c->send_file(comp.response, *comp.file);
                 break;
             }
-            send_whole(*c, comp.response);
+            c->send_whole(comp.response);
             c->finish_request();
             break;
         case Completion::Kind::head:
-            start_stream(*c, comp.response, comp.stream);
+            c->start_stream(comp.response, comp.stream);
             break;
         case Completion::Kind::chunk:
-            stream_chunk(*c, comp.data);
+            c->stream_chunk(comp.data);
             break;
         case Completion::Kind::end:
-            end_stream(*c, comp.aborted);
+            c->end_stream(comp.aborted);
             break;
         case Completion::Kind::hold:
             // Drain the bus channel before finishing a streaming head: the h frame

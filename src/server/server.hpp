@@ -364,14 +364,6 @@ class Server final : private HoldSink {
     // or (a publish on a shared bus) after a round trip.
     Admission serve_admin(SlotRef slot, http::Request&& req);
     void handle_completion(Completion& comp);
-    void send_whole(Conn& c, http::Response& r);
-    // A whole answer whose body is a file range (wsgi.file_wrapper): the head
-    // framed by the file's length, the file sent by sendfile(2); a cut file
-    // (short of the declared length) closes the connection after it.
-    void send_file(Conn& c, http::Response& r, FileBody& f);
-    void start_stream(Conn& c, http::Response& r, std::shared_ptr<StreamState> st);
-    void stream_chunk(Conn& c, std::string& data);
-    void end_stream(Conn& c, bool aborted);
     void finish_hold_head(Conn& c, http::Response& r);
     // A long-poll (poll.cpp): its h frame came (the subscription is made),
     // its handler's answer is held until an event or its timeout answers.
@@ -469,11 +461,8 @@ class Server final : private HoldSink {
     void access_answer(std::unique_ptr<AccessEntry>& a, const std::string& remote, int status,
                        size_t head_bytes);
     void access_end(std::unique_ptr<AccessEntry>& a, SlotRef slot);
-    std::string head_text(const Conn& c, const http::Response& r, std::string_view framing);
     // Why a handler's answer cannot be written as it is (nullptr: it can).
     static const char* invalid_answer(const http::Response& r);
-    // Answers 502 in place of an answer that cannot be written, and closes.
-    void refuse_answer(Conn& c, const char* why);
     const std::string& date_header();
 
     // WebSockets (ws_conn.cpp). wslay's callbacks, with access to the server:

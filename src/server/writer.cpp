@@ -1,5 +1,6 @@
-// Writing answers: heads (framing, Date, Server, Connection belong to the
-// server), whole bodies, streamed bodies. Loop thread.
+// A connection's answers (Server::Conn's): heads (framing, Date, Server,
+// Connection belong to the server), whole bodies, files, streamed bodies.
+// Loop thread.
 #include <event2/buffer.h>
 
 #include <charconv>
@@ -32,7 +33,7 @@ const std::string& Server::date_header() {
     return date_;
 }
 
-std::string Server::head_text(const Conn& c, const Response& r, std::string_view framing) {
+std::string Server::Conn::head_text(const Response& r, std::string_view framing) const {
     std::string h;
     h.reserve(256);
     h.append("HTTP/1.1 ")
@@ -49,12 +50,12 @@ std::string Server::head_text(const Conn& c, const Response& r, std::string_view
         if (iequals(k, "Server")) has_server = true;
         h.append(k).append(": ").append(v).append("\r\n");
     }
-    h.append("Date: ").append(date_header()).append("\r\n");
-    if (!has_server) h.append("Server: ").append(cfg_.server_header).append("\r\n");
+    h.append("Date: ").append(server->date_header()).append("\r\n");
+    if (!has_server) h.append("Server: ").append(server->cfg_.server_header).append("\r\n");
     h.append(framing);
-    if (!c.keep_alive)
+    if (!keep_alive)
         h.append("Connection: close\r\n");
-    else if (c.version_minor == 0)
+    else if (version_minor == 0)
         h.append("Connection: keep-alive\r\n");
     h.append("\r\n");
     return h;
@@ -78,24 +79,24 @@ const char* Server::invalid_answer(const Response& r) {
     return nullptr;
 }
 
-void Server::refuse_answer(Conn& c, const char* why) {
-    M0_LOG(error, "answer for slot ", to_string(c.slot), " refused 502: ", why);
-    c.keep_alive = false;
+void Server::Conn::refuse_answer(const char* why) {
+    M0_LOG(error, "answer for slot ", to_string(slot), " refused 502: ", why);
+    keep_alive = false;
     Response r = error_response(502, why);
-    send_whole(c, r);
-    c.close_after_write();
+    send_whole(r);
+    close_after_write();
 }
 
-void Server::send_whole(Conn& c, Response& r) {
+void Server::Conn::send_whole(Response& r) {
     if (const char* why = invalid_answer(r)) {
         // The connection stays usable: the 502 is whole and framed.
-        M0_LOG(error, "answer for slot ", to_string(c.slot), " refused 502: ", why);
+        M0_LOG(error, "answer for slot ", to_string(slot), " refused 502: ", why);
         r = error_response(502, why);
     }
     std::string framing;
     if (!bodiless_status(r.status)) {
         size_t len = r.body.size();
-        if (c.head_request) {
+        if (head_request) {
             // HEAD: the Content-Length the GET would have had (a malformed one is
             // ignored: nothing may throw on the loop thread).
             if (auto v = r.headers.get("Content-Length"))
@@ -103,20 +104,21 @@ void Server::send_whole(Conn& c, Response& r) {
         }
         framing = "Content-Length: " + std::to_string(len) + "\r\n";
     }
-    std::string head = head_text(c, r, framing);
-    evbuffer* out = bufferevent_get_output(c.bev);
-    evbuffer_add(out, head.data(), head.size());
-    const bool body = !c.head_request && !bodiless_status(r.status);
-    if (body) evbuffer_add(out, r.body.data(), r.body.size());
-    if (access_log_) access_answer(c, r.status, head.size() + (body ? r.body.size() : 0));
+    std::string head = head_text(r, framing);
+    evbuffer* output = bufferevent_get_output(bev);
+    evbuffer_add(output, head.data(), head.size());
+    const bool body = !head_request && !bodiless_status(r.status);
+    if (body) evbuffer_add(output, r.body.data(), r.body.size());
+    if (server->access_log_)
+        server->access_answer(*this, r.status, head.size() + (body ? r.body.size() : 0));
 }
 
-void Server::send_file(Conn& c, Response& r, FileBody& f) {
+void Server::Conn::send_file(Response& r, FileBody& f) {
     if (const char* why = invalid_answer(r)) {
-        refuse_answer(c, why);
+        refuse_answer(why);
         return;
     }
-    const bool body = !c.head_request && !bodiless_status(r.status);
+    const bool body = !head_request && !bodiless_status(r.status);
     std::string framing;
     if (!bodiless_status(r.status)) {
         // The length the pool declared for the file (its Content-Length, or
@@ -124,36 +126,36 @@ void Server::send_file(Conn& c, Response& r, FileBody& f) {
         auto v = r.headers.get("Content-Length");
         framing = "Content-Length: " + std::string(v ? *v : std::to_string(f.length)) + "\r\n";
     }
-    std::string head = head_text(c, r, framing);
-    evbuffer* out = bufferevent_get_output(c.bev);
-    evbuffer_add(out, head.data(), head.size());
+    std::string head = head_text(r, framing);
+    evbuffer* output = bufferevent_get_output(bev);
+    evbuffer_add(output, head.data(), head.size());
     size_t sent = head.size();
     if (body && f.length > 0) {
         // libevent owns the descriptor from here and closes it once sent, or
         // when the connection goes; sendfile(2) writes at most this much a
         // turn (its default, 16 KiB, costs a loop turn per 16 KiB).
-        if (evbuffer_add_file(out, f.fd, static_cast<ev_off_t>(f.offset),
+        if (evbuffer_add_file(output, f.fd, static_cast<ev_off_t>(f.offset),
                               static_cast<ev_off_t>(f.length)) == 0) {
             f.fd = -1;
             sent += f.length;
-            bufferevent_set_max_single_write(c.bev, kFileWriteMax);
+            bufferevent_set_max_single_write(bev, kFileWriteMax);
         } else {
-            M0_LOG(error, "answer for slot ", to_string(c.slot), ": the file could not be queued");
+            M0_LOG(error, "answer for slot ", to_string(slot), ": the file could not be queued");
             f.cut = true;
         }
     }
-    if (access_log_) access_answer(c, r.status, sent);
+    if (server->access_log_) server->access_answer(*this, r.status, sent);
     if (body && f.cut) {
         // PEP 3333: short of its Content-Length, the connection closes (the
         // pool logged it).
-        c.keep_alive = false;
-        c.close_after_write();
+        keep_alive = false;
+        close_after_write();
         return;
     }
-    c.finish_request();
+    finish_request();
 }
 
-void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st) {
+void Server::Conn::start_stream(Response& r, std::shared_ptr<StreamState> st) {
     const char* why = invalid_answer(r);
     auto cl = r.headers.get("Content-Length");
     std::optional<uint64_t> declared;
@@ -162,87 +164,87 @@ void Server::start_stream(Conn& c, Response& r, std::shared_ptr<StreamState> st)
         why = "the handler answered a Content-Length that is not a number";
     if (why) {
         if (st) st->cancel();  // its chunks and end find the connection closing: dropped
-        refuse_answer(c, why);
+        refuse_answer(why);
         return;
     }
-    c.stream = std::move(st);
-    c.phase = Phase::streaming;
+    stream = std::move(st);
+    phase = Phase::streaming;
     std::string framing;
-    c.chunked = false;
+    chunked = false;
     // RFC 9110 §9.3.2, §15.4.5, §6.4.1: a HEAD's answer, a 1xx, 204 or 304
     // has no body to frame, so the connection stays usable without a length.
-    c.stream_body = !c.head_request && !bodiless_status(r.status);
-    c.stream_left.reset();
+    stream_body = !head_request && !bodiless_status(r.status);
+    stream_left.reset();
     if (cl) {
         framing = "Content-Length: " + std::string(*cl) + "\r\n";
-        if (c.stream_body) c.stream_left = declared;
-    } else if (!c.stream_body) {
+        if (stream_body) stream_left = declared;
+    } else if (!stream_body) {
         // nothing to frame
-    } else if (c.version_minor >= 1) {
+    } else if (version_minor >= 1) {
         framing = "Transfer-Encoding: chunked\r\n";
-        c.chunked = true;
+        chunked = true;
     } else {
-        c.keep_alive = false;  // HTTP/1.0: the body ends when the connection does
+        keep_alive = false;  // HTTP/1.0: the body ends when the connection does
     }
-    std::string head = head_text(c, r, framing);
-    evbuffer* out = bufferevent_get_output(c.bev);
-    evbuffer_add(out, head.data(), head.size());
-    if (c.access) access_answer(c, r.status, head.size());
-    if (!r.body.empty()) stream_chunk(c, r.body);
-    bufferevent_setwatermark(c.bev, EV_WRITE, cfg_.stream_high_water / 2, 0);
+    std::string head = head_text(r, framing);
+    evbuffer* output = bufferevent_get_output(bev);
+    evbuffer_add(output, head.data(), head.size());
+    if (access) server->access_answer(*this, r.status, head.size());
+    if (!r.body.empty()) stream_chunk(r.body);
+    bufferevent_setwatermark(bev, EV_WRITE, server->cfg_.stream_high_water / 2, 0);
 }
 
-void Server::stream_chunk(Conn& c, std::string& data) {
-    evbuffer* out = bufferevent_get_output(c.bev);
+void Server::Conn::stream_chunk(std::string& data) {
+    evbuffer* output = bufferevent_get_output(bev);
     size_t n = data.size();
-    if (c.stream_left && n > *c.stream_left) {
+    if (stream_left && n > *stream_left) {
         // RFC 9112 §6.3: a byte past the Content-Length would be read as the
         // start of the next answer. The producer was to stop (the WSGI pool
         // does); whatever comes is dropped here, whoever sent it.
-        M0_LOG(error, "answer for slot ", to_string(c.slot), ": ",
-               std::to_string(n - *c.stream_left), " bytes past its Content-Length dropped");
-        n = static_cast<size_t>(*c.stream_left);
+        M0_LOG(error, "answer for slot ", to_string(slot), ": ", std::to_string(n - *stream_left),
+               " bytes past its Content-Length dropped");
+        n = static_cast<size_t>(*stream_left);
     }
-    if (c.stream_left) *c.stream_left -= n;
-    if (n > 0 && c.stream_body) {
-        if (c.chunked) {
+    if (stream_left) *stream_left -= n;
+    if (n > 0 && stream_body) {
+        if (chunked) {
             char size[32];
             int line = snprintf(size, sizeof size, "%zx\r\n", n);
-            evbuffer_add(out, size, static_cast<size_t>(line));
-            evbuffer_add(out, data.data(), n);
-            evbuffer_add(out, "\r\n", 2);
-            if (c.access) access_bytes(c, static_cast<size_t>(line) + n + 2);
+            evbuffer_add(output, size, static_cast<size_t>(line));
+            evbuffer_add(output, data.data(), n);
+            evbuffer_add(output, "\r\n", 2);
+            if (access) server->access_bytes(*this, static_cast<size_t>(line) + n + 2);
         } else {
-            evbuffer_add(out, data.data(), n);
-            if (c.access) access_bytes(c, n);
+            evbuffer_add(output, data.data(), n);
+            if (access) server->access_bytes(*this, n);
         }
     }
-    if (c.stream) c.stream->moved(data.size(), evbuffer_get_length(out));
+    if (stream) stream->moved(data.size(), evbuffer_get_length(output));
 }
 
-void Server::end_stream(Conn& c, bool aborted) {
-    bufferevent_setwatermark(c.bev, EV_WRITE, 0, 0);
-    c.stream.reset();
-    if (!aborted && c.stream_left && *c.stream_left > 0) {
+void Server::Conn::end_stream(bool aborted) {
+    bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+    stream.reset();
+    if (!aborted && stream_left && *stream_left > 0) {
         // PEP 3333: a body short of its Content-Length closes the connection,
         // or the client would wait for the rest, or take the next answer's
         // bytes for it.
-        M0_LOG(error, "answer for slot ", to_string(c.slot), " ended ",
-               std::to_string(*c.stream_left), " bytes short of its Content-Length: closed");
+        M0_LOG(error, "answer for slot ", to_string(slot), " ended ", std::to_string(*stream_left),
+               " bytes short of its Content-Length: closed");
         aborted = true;
     }
-    c.stream_left.reset();
+    stream_left.reset();
     if (aborted) {
         // The body failed midway: a truncated body must not look complete.
-        c.keep_alive = false;
-        c.close_after_write();
+        keep_alive = false;
+        close_after_write();
         return;
     }
-    if (c.chunked) {
-        evbuffer_add(bufferevent_get_output(c.bev), "0\r\n\r\n", 5);
-        if (c.access) access_bytes(c, 5);
+    if (chunked) {
+        evbuffer_add(bufferevent_get_output(bev), "0\r\n\r\n", 5);
+        if (access) server->access_bytes(*this, 5);
     }
-    c.finish_request();
+    finish_request();
 }
 
 }  // namespace m0::server

@@ -239,7 +239,7 @@ bool Server::ws_handshake(Conn& c, http::Request& req) {
         M0_LOG(info, "WebSocket handshake from ", c.remote_addr, " refused ",
                std::to_string(u.status), ": ", u.reason);
         http::Response r = ws::refusal(u);
-        send_whole(c, r);
+        c.send_whole(r);
         c.finish_request();
         return false;
     }
@@ -274,7 +274,7 @@ std::string Server::ws_head(Conn& c, http::Response& r) {
     r.body.clear();  // nothing but frames after the 101
     const bool keep = c.keep_alive;
     c.keep_alive = true;  // head_text adds no "Connection: close"
-    std::string head = head_text(c, h, "Connection: Upgrade\r\n");
+    std::string head = c.head_text(h, "Connection: Upgrade\r\n");
     c.keep_alive = keep;
     return head;
 }

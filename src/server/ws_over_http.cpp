@@ -108,7 +108,7 @@ void Server::woh_start(Conn& c, http::Request req, const SubmitFn& submit) {
     if (!bus_) {
         c.ws.reset();
         http::Response r = http::error_response(501, "WebSocket-over-HTTP needs --realtime");
-        send_whole(c, r);
+        c.send_whole(r);
         c.finish_request();
         return;
     }
@@ -230,7 +230,7 @@ void Server::woh_answer(Conn& c, Completion& comp) {
             r.headers.remove("Content-Length");
             if (r.body.size() > kRejectBodyMax) r.body.resize(kRejectBodyMax);
             c.ws.reset();  // an HTTP answer, not a 101
-            send_whole(c, r);
+            c.send_whole(r);
             c.finish_request();
             return;
         }
@@ -267,7 +267,7 @@ void Server::woh_fail(Conn& c, const std::string& why) {
     if (!c.ws->woh->opened) {
         c.ws.reset();
         http::Response r = http::error_response(502, why);
-        send_whole(c, r);
+        c.send_whole(r);
         c.finish_request();
         return;
     }
@@ -287,7 +287,7 @@ bool Server::woh_open(Conn& c, const http::Response& answer) {
         c.ws.reset();
         http::Response r = http::error_response(503, "too many holds open");
         r.headers.add("Retry-After", "5");
-        send_whole(c, r);
+        c.send_whole(r);
         c.finish_request();
         return false;
     }
