@@ -353,6 +353,11 @@ struct Sut {
                 RC_ASSERT(!server_of(c).alive(c.slot));
                 RC_ASSERT(!server_of(c).subscribed(c.slot));
             }
+        // Every subscription is a live hold's: a released one left in a
+        // channel's list would point at a freed record.
+        for (size_t i = 0; i < loops(); ++i)
+            RC_ASSERT(units[i]->server->subscriptions().members() <=
+                      units[i]->server->hold_records());
     }
 };
 
@@ -599,6 +604,9 @@ void finish(Sut& s) {
             RC_ASSERT(!s.server_of(c).alive(c.slot));
             RC_ASSERT(!s.server_of(c).subscribed(c.slot));
         }
+    for (size_t i = 0; i < s.loops(); ++i)
+        RC_ASSERT(s.units[i]->server->subscriptions().members() <=
+                  s.units[i]->server->hold_records());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// Subscriptions: which slots hear which channels. Loop thread only.
+// Subscriptions: which members (holds, each named by its slot) hear which
+// channels. Loop thread only.
 //
-// Each slot remembers where it sits in each of its channels' lists, so
-// unsubscribing is O(channels of the slot): the list's last entry takes the
+// Each member remembers where it sits in each of its channels' lists, so
+// unsubscribing is O(channels of the member): the list's last entry takes the
 // removed one's place. A list's order is therefore not subscription order;
 // nothing depends on it (each hold gets its events in id order whatever the
 // list order).
@@ -15,34 +16,40 @@
 
 namespace m0::bus {
 
-class Subscriptions {
-  public:
-    // Subscribes `slot` to each channel (duplicates ignored).
-    void subscribe(SlotRef slot, const std::vector<std::string>& channels);
-    // Removes every subscription of `slot`; returns how many were removed.
-    // It edits the lists subscribers() returns: not while one is iterated.
-    size_t unsubscribe_all(SlotRef slot);
-    // The slots subscribed to `channel`, in no set order (empty if none).
-    const std::vector<SlotRef>& subscribers(const std::string& channel) const;
-    bool subscribed(SlotRef slot) const;
-    size_t channels() const { return by_channel_.size(); }
-    size_t slots() const { return by_slot_.size(); }
-
-  private:
-    // One subscription of a slot: its channel's list (unordered_map nodes do
-    // not move, so the pointer stays valid while the channel exists) and the
-    // slot's index in it.
+// A subscriber's own record of where it sits in its channels' lists. Its
+// owner keeps it (the hold table's hold is one: a hold is one record, its
+// cursor, its queue and its subscriptions together) and must neither move
+// nor free it while it is subscribed: the lists point at it. Loop thread.
+struct Member {
+    SlotRef slot;
+    // One subscription: its channel's list (unordered_map nodes do not move,
+    // so the pointers stay valid while the channel exists) and the member's
+    // index in it.
     struct Place {
         const std::string* channel;  // the key of its by_channel_ node
-        std::vector<SlotRef>* list;
+        std::vector<Member*>* list;
         uint32_t pos;
     };
-    struct Entry {
-        uint32_t gen = 0;
-        std::vector<Place> places;
-    };
-    std::unordered_map<std::string, std::vector<SlotRef>> by_channel_;
-    std::unordered_map<uint32_t, Entry> by_slot_;
+    std::vector<Place> places;
+    bool joined = false;  // subscribe() was called, unsubscribe_all() not since
+};
+
+class Subscriptions {
+  public:
+    // Subscribes `m` to each channel (duplicates ignored).
+    void subscribe(Member& m, const std::vector<std::string>& channels);
+    // Removes every subscription of `m`; returns how many were removed.
+    // It edits the lists subscribers() returns: not while one is iterated.
+    size_t unsubscribe_all(Member& m);
+    // The members subscribed to `channel`, in no set order (empty if none).
+    const std::vector<Member*>& subscribers(const std::string& channel) const;
+    size_t channels() const { return by_channel_.size(); }
+    // Members subscribed (to any number of channels, none included).
+    size_t members() const { return members_; }
+
+  private:
+    std::unordered_map<std::string, std::vector<Member*>> by_channel_;
+    size_t members_ = 0;
 };
 
 }  // namespace m0::bus

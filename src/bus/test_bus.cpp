@@ -5,6 +5,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <thread>
 #include <variant>
@@ -574,80 +575,112 @@ TEST_CASE(
 
 // ---- subscriptions -----------------------------------------------------------
 
-TEST_CASE("subscriptions: subscribe lists slots per channel in order; unsubscribe_all removes them",
-          "[bus][subscriptions]") {
+namespace {
+// The slots of a channel's members, in list order.
+std::vector<SlotRef> slots_of(const Subscriptions& subs, const std::string& channel) {
+    std::vector<SlotRef> out;
+    for (const Member* m : subs.subscribers(channel)) out.push_back(m->slot);
+    return out;
+}
+Member member(SlotRef slot) {
+    Member m;
+    m.slot = slot;
+    return m;
+}
+}  // namespace
+
+TEST_CASE(
+    "subscriptions: subscribe lists members per channel in order; unsubscribe_all removes them",
+    "[bus][subscriptions]") {
     Subscriptions subs;
     SlotRef a{1, 1}, b{2, 5};
-    subs.subscribe(a, {"news", "sport"});
-    subs.subscribe(b, {"news"});
-    CHECK(subs.subscribed(a));
-    CHECK(subs.subscribed(b));
-    CHECK_FALSE(subs.subscribed({3, 1}));
-    CHECK(subs.subscribers("news") == std::vector<SlotRef>{a, b});
-    CHECK(subs.subscribers("sport") == std::vector<SlotRef>{a});
+    Member ma = member(a), mb = member(b), idle = member({3, 1});
+    subs.subscribe(ma, {"news", "sport"});
+    subs.subscribe(mb, {"news"});
+    CHECK(ma.joined);
+    CHECK(mb.joined);
+    CHECK_FALSE(idle.joined);
+    CHECK(subs.subscribers("news") == std::vector<Member*>{&ma, &mb});
+    CHECK(slots_of(subs, "news") == std::vector<SlotRef>{a, b});
+    CHECK(slots_of(subs, "sport") == std::vector<SlotRef>{a});
     CHECK(subs.subscribers("none").empty());
     CHECK(subs.channels() == 2);
-    CHECK(subs.slots() == 2);
+    CHECK(subs.members() == 2);
 
-    CHECK(subs.unsubscribe_all(a) == 2);
-    CHECK_FALSE(subs.subscribed(a));
-    CHECK(subs.subscribers("news") == std::vector<SlotRef>{b});
+    CHECK(subs.unsubscribe_all(ma) == 2);
+    CHECK_FALSE(ma.joined);
+    CHECK(ma.places.empty());
+    CHECK(slots_of(subs, "news") == std::vector<SlotRef>{b});
     CHECK(subs.subscribers("sport").empty());
     CHECK(subs.channels() == 1);  // an emptied channel is forgotten
-    CHECK(subs.slots() == 1);
+    CHECK(subs.members() == 1);
 
     SECTION("unsubscribing twice removes nothing the second time") {
-        CHECK(subs.unsubscribe_all(a) == 0);
+        CHECK(subs.unsubscribe_all(ma) == 0);
+        CHECK(subs.members() == 1);
     }
-    SECTION("unsubscribing the last slot empties the table") {
-        CHECK(subs.unsubscribe_all(b) == 1);
+    SECTION("unsubscribing the last member empties the table") {
+        CHECK(subs.unsubscribe_all(mb) == 1);
         CHECK(subs.channels() == 0);
-        CHECK(subs.slots() == 0);
+        CHECK(subs.members() == 0);
     }
+    SECTION("a member subscribed to no channel is a member all the same") {
+        subs.subscribe(idle, {});
+        CHECK(idle.joined);
+        CHECK(subs.members() == 2);
+        CHECK(subs.unsubscribe_all(idle) == 0);
+        CHECK(subs.members() == 1);
+    }
+    subs.unsubscribe_all(mb);
 }
 
 TEST_CASE("subscriptions: duplicate channels are ignored", "[bus][subscriptions]") {
     Subscriptions subs;
     SlotRef a{0, 1};
-    subs.subscribe(a, {"x", "x", "y"});
-    subs.subscribe(a, {"y", "z"});
-    CHECK(subs.subscribers("x") == std::vector<SlotRef>{a});
-    CHECK(subs.subscribers("y") == std::vector<SlotRef>{a});
-    CHECK(subs.subscribers("z") == std::vector<SlotRef>{a});
-    CHECK(subs.unsubscribe_all(a) == 3);
+    Member ma = member(a);
+    subs.subscribe(ma, {"x", "x", "y"});
+    subs.subscribe(ma, {"y", "z"});
+    CHECK(slots_of(subs, "x") == std::vector<SlotRef>{a});
+    CHECK(slots_of(subs, "y") == std::vector<SlotRef>{a});
+    CHECK(slots_of(subs, "z") == std::vector<SlotRef>{a});
+    CHECK(subs.unsubscribe_all(ma) == 3);
     CHECK(subs.channels() == 0);
+    CHECK(subs.members() == 0);
 }
 
-TEST_CASE("subscriptions: a stale generation does not unsubscribe the slot's new owner",
+TEST_CASE("subscriptions: an old connection's member does not touch the slot's new owner's",
           "[bus][subscriptions]") {
     Subscriptions subs;
     SlotRef old_owner{4, 1}, new_owner{4, 2};
-    subs.subscribe(old_owner, {"a"});
-    CHECK(subs.unsubscribe_all(old_owner) == 1);
-    subs.subscribe(new_owner, {"a", "b"});
-    CHECK_FALSE(subs.subscribed(old_owner));
-    CHECK(subs.subscribed(new_owner));
+    Member mo = member(old_owner), mn = member(new_owner);
+    subs.subscribe(mo, {"a"});
+    CHECK(subs.unsubscribe_all(mo) == 1);
+    subs.subscribe(mn, {"a", "b"});
+    CHECK_FALSE(mo.joined);
+    CHECK(mn.joined);
 
-    CHECK(subs.unsubscribe_all(old_owner) == 0);  // a late release of the old connection
-    CHECK(subs.subscribed(new_owner));
-    CHECK(subs.subscribers("a") == std::vector<SlotRef>{new_owner});
-    CHECK(subs.subscribers("b") == std::vector<SlotRef>{new_owner});
-    CHECK(subs.unsubscribe_all(new_owner) == 2);
+    CHECK(subs.unsubscribe_all(mo) == 0);  // a late release of the old connection
+    CHECK(mn.joined);
+    CHECK(slots_of(subs, "a") == std::vector<SlotRef>{new_owner});
+    CHECK(slots_of(subs, "b") == std::vector<SlotRef>{new_owner});
+    CHECK(subs.unsubscribe_all(mn) == 2);
 }
 
 TEST_CASE("subscriptions: removals in any order leave exactly the others, each list still whole",
           "[bus][subscriptions]") {
-    // Unsubscribing moves a list's last slot into the removed one's place:
-    // every slot's remembered place must follow, or a later removal takes
-    // the wrong slot out.
+    // Unsubscribing moves a list's last member into the removed one's place:
+    // every member's remembered place must follow, or a later removal takes
+    // the wrong member out.
     Subscriptions subs;
     std::vector<SlotRef> slots;
+    std::deque<Member> members;  // records that do not move
     for (uint32_t i = 0; i < 40; ++i) {
         slots.push_back(SlotRef{i, 1});
+        members.push_back(member(slots.back()));
         std::vector<std::string> channels{"all"};
         channels.push_back(i % 2 ? "odd" : "even");
         if (i % 3 == 0) channels.push_back("third");
-        subs.subscribe(slots.back(), channels);
+        subs.subscribe(members.back(), channels);
     }
     std::vector<SlotRef> left = slots;
     auto sorted = [](std::vector<SlotRef> v) {
@@ -662,15 +695,16 @@ TEST_CASE("subscriptions: removals in any order leave exactly the others, each l
                 want.push_back(s);
         return want;
     };
-    // A fixed, scrambled order: first, last, and middle slots of each list.
+    // A fixed, scrambled order: first, last, and middle members of each list.
     for (uint32_t step = 0; step < 40; ++step) {
-        SlotRef gone = slots[(step * 17 + 5) % 40];
+        const uint32_t i = (step * 17 + 5) % 40;
+        SlotRef gone = slots[i];
         size_t want = 2 + (gone.index % 3 == 0 ? 1 : 0);
-        REQUIRE(subs.unsubscribe_all(gone) == want);
+        REQUIRE(subs.unsubscribe_all(members[i]) == want);
         left.erase(std::find(left.begin(), left.end(), gone));
         for (const char* ch : {"all", "odd", "even", "third"})
-            REQUIRE(sorted(subs.subscribers(ch)) == on(ch));
+            REQUIRE(sorted(slots_of(subs, ch)) == on(ch));
     }
     CHECK(subs.channels() == 0);
-    CHECK(subs.slots() == 0);
+    CHECK(subs.members() == 0);
 }

@@ -32,12 +32,14 @@ void HoldTable::PendingQueue::pop_front() {
 
 HoldTable::Hold* HoldTable::find(SlotRef slot) {
     auto it = holds_.find(slot.index);
-    return it != holds_.end() && it->second.slot == slot ? &it->second : nullptr;
+    return it != holds_.end() && it->second.slot == slot && !it->second.released ? &it->second
+                                                                                 : nullptr;
 }
 
 const HoldTable::Hold* HoldTable::find(SlotRef slot) const {
     auto it = holds_.find(slot.index);
-    return it != holds_.end() && it->second.slot == slot ? &it->second : nullptr;
+    return it != holds_.end() && it->second.slot == slot && !it->second.released ? &it->second
+                                                                                 : nullptr;
 }
 
 void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
@@ -49,9 +51,15 @@ void HoldTable::open(SlotRef slot, uint64_t cursor, std::vector<std::string> cha
 
 void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::string> channels,
                               bus::KeepAlive keepalive, Transport transport) {
-    Hold& h = holds_[slot.index];
-    if (h.every() > 0) --own_keepalive_;
-    h = Hold{};
+    auto [it, fresh] = holds_.try_emplace(slot.index);
+    Hold& h = it->second;
+    if (!fresh) {
+        // The slot's earlier hold (the index's earlier connection, or this
+        // one's hold opened again): its record is made anew.
+        subs_.unsubscribe_all(h);
+        if (h.every() > 0) --own_keepalive_;
+        h = Hold{};
+    }
     first_.erase(slot.index);
     h.slot = slot;
     h.transport = transport;
@@ -62,7 +70,7 @@ void HoldTable::open_awaiting(SlotRef slot, uint64_t cursor, std::vector<std::st
     h.last_id = cursor;
     h.replaying = true;
     h.replay_after = cursor;
-    subs_.subscribe(slot, channels);
+    subs_.subscribe(h, channels);
     h.channels = std::move(channels);
 }
 
@@ -182,9 +190,12 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
     // A write may drop a slow reader: its unsubscribe waits for the loop's end
     // (unsubscribe()), so the list is iterated as it is, not copied.
     publishing_ = true;
-    for (SlotRef s : subscribers) {
-        Hold* h = find(s);
-        if (!h || h->dropped) continue;
+    for (bus::Member* m : subscribers) {
+        // Each hold is the member the list points at (no lookup); one
+        // released meanwhile is kept, marked, until the loop's end.
+        Hold* h = static_cast<Hold*>(m);
+        if (h->released || h->dropped) continue;
+        const SlotRef s = h->slot;
         if (f.id <= h->cursor) {
             metrics_.events_muted.fetch_add(1);
             continue;
@@ -214,15 +225,20 @@ void HoldTable::publish(const bus::PublishFrame& f, double now) {
         }
     }
     publishing_ = false;
-    for (SlotRef s : unsub_later_) subs_.unsubscribe_all(s);
+    for (Hold* h : unsub_later_) subs_.unsubscribe_all(*h);
     unsub_later_.clear();
+    for (SlotRef s : erase_later_) {
+        auto it = holds_.find(s.index);
+        if (it != holds_.end() && it->second.slot == s && it->second.released) holds_.erase(it);
+    }
+    erase_later_.clear();
 }
 
-void HoldTable::unsubscribe(SlotRef slot) {
+void HoldTable::unsubscribe(Hold& h) {
     if (publishing_)
-        unsub_later_.push_back(slot);
+        unsub_later_.push_back(&h);
     else
-        subs_.unsubscribe_all(slot);
+        subs_.unsubscribe_all(h);
 }
 
 bool HoldTable::write(Hold& h, const SharedBytes& bytes, double now) {
@@ -276,7 +292,7 @@ void HoldTable::answer_if_ready(Hold& h) {
 void HoldTable::answer(Hold& h, const bus::PublishFrame* event) {
     h.dropped = true;
     SlotRef slot = h.slot;
-    unsubscribe(slot);
+    unsubscribe(h);
     sink_.answer(slot, event);  // may release the hold: `h` is not used after
 }
 
@@ -331,7 +347,7 @@ bool HoldTable::drop(SlotRef slot, uint64_t retry_ms, EndWhy why) {
         return true;
     }
     h->dropped = true;
-    unsubscribe(slot);  // nothing more is written after the hint
+    unsubscribe(*h);  // nothing more is written after the hint
     sink_.write(slot, sub.end(retry_ms, why));
     sink_.close_after_write(slot);
     return true;
@@ -341,14 +357,14 @@ void HoldTable::stop(SlotRef slot) {
     Hold* h = find(slot);
     if (!h || h->dropped) return;
     h->dropped = true;
-    unsubscribe(slot);
+    unsubscribe(*h);
 }
 
 std::vector<SlotRef> HoldTable::holding(const std::string& channel) const {
     std::vector<SlotRef> out;
-    for (SlotRef s : subs_.subscribers(channel)) {
-        const Hold* h = find(s);
-        if (h && h->started && !h->dropped) out.push_back(s);
+    for (const bus::Member* m : subs_.subscribers(channel)) {
+        const auto* h = static_cast<const Hold*>(m);
+        if (h->started && !h->dropped && !h->released) out.push_back(h->slot);
     }
     return out;
 }
@@ -357,7 +373,7 @@ std::vector<SlotRef> HoldTable::open_slots() const {
     std::vector<SlotRef> out;
     out.reserve(holds_.size());
     for (const auto& [index, h] : holds_)
-        if (!h.dropped) out.push_back(h.slot);
+        if (!h.dropped && !h.released) out.push_back(h.slot);
     return out;
 }
 
@@ -365,25 +381,32 @@ std::vector<SlotRef> HoldTable::holding() const {
     std::vector<SlotRef> out;
     out.reserve(holds_.size());
     for (const auto& [index, h] : holds_)
-        if (h.started && !h.dropped) out.push_back(h.slot);
+        if (h.started && !h.dropped && !h.released) out.push_back(h.slot);
     return out;
 }
 
 void HoldTable::set_channels(SlotRef slot, std::vector<std::string> channels) {
     Hold* h = find(slot);
     if (!h) return;
-    subs_.unsubscribe_all(slot);
-    subs_.subscribe(slot, channels);
+    subs_.unsubscribe_all(*h);
+    subs_.subscribe(*h, channels);
     h->channels = std::move(channels);
 }
 
 void HoldTable::release(SlotRef slot) {
-    if (!find(slot)) return;
-    unsubscribe(slot);
+    Hold* h = find(slot);
+    if (!h) return;
+    unsubscribe(*h);
     first_.erase(slot.index);
-    if (find(slot)->every() > 0) --own_keepalive_;
-    holds_.erase(slot.index);
+    if (h->every() > 0) --own_keepalive_;
     metrics_.holds_open.release();
+    if (publishing_) {
+        // A list publish() iterates may point at it: erased at its end.
+        h->released = true;
+        erase_later_.push_back(slot);
+        return;
+    }
+    holds_.erase(slot.index);
 }
 
 }  // namespace m0::server

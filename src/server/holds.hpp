@@ -141,6 +141,11 @@ class HoldTable {
     // it queued) on `channels`. False when the slot holds nothing.
     bool begin_resync(SlotRef slot, uint64_t& after, std::vector<std::string>& channels);
     bool has(SlotRef slot) const { return find(slot) != nullptr; }
+    // The slot's hold is subscribed (to its channels, or none yet).
+    bool subscribed(SlotRef slot) const {
+        const Hold* h = find(slot);
+        return h && h->joined;
+    }
     // Events written to the slot's hold so far (0 without one).
     uint64_t delivered(SlotRef slot) const {
         const Hold* h = find(slot);
@@ -217,16 +222,22 @@ class HoldTable {
         std::vector<Pending> v_;
         size_t head_ = 0;  // v_[..head_) were taken
     };
-    // Every hold keeps one: the small fields together, the rare ones behind
-    // a pointer.
-    struct Hold {
-        SlotRef slot;
+    // A hold is this one record: its subscriptions (the Member it is: the
+    // channels' lists point at it, so publish() reaches each hold without a
+    // lookup), its cursor, its replay and its queue; the socket side is its
+    // connection's (HoldSink). Every hold keeps one: the small fields
+    // together, the rare ones behind a pointer. Held in holds_, whose nodes
+    // do not move.
+    struct Hold : bus::Member {
         // Awaiting its replay: pending[replay_mark..] are live events that
         // wait behind it, unwritten.
         bool replaying = false;
         bool started = false;           // the head is written
         bool dropped = false;           // a retry hint was sent: nothing more
         bool wrote_since_tick = false;  // heartbeat only when idle
+        // Released while publish() iterated a list that may point at it:
+        // kept, unfound, until the iteration ends (erase_later_).
+        bool released = false;
         Transport transport = Transport::stream;
         // Replays asked for it (a resync asks again while an earlier read is
         // on its way): only the latest one's answer is applied, for it reads
@@ -259,9 +270,9 @@ class HoldTable {
     // Writes to a started hold and applies the slow-reader rule; false when the
     // slot was closed.
     bool write(Hold& h, const SharedBytes& bytes, double now);
-    // Unsubscribes the slot, or, inside publish()'s loop over a subscriber
+    // Unsubscribes the hold, or, inside publish()'s loop over a subscriber
     // list, at its end.
-    void unsubscribe(SlotRef slot);
+    void unsubscribe(Hold& h);
     // Writes pending events while the backlog is under the limit.
     bool flush(Hold& h, double now);
     bool check_backlog(Hold& h, size_t backlog, double now);
@@ -284,7 +295,8 @@ class HoldTable {
     // with, kept while its head or its replay is still to come. Loop thread.
     std::unordered_map<uint32_t, bus::PublishFrame> first_;
     bool publishing_ = false;           // loop thread: publish() iterates a subscriber list
-    std::vector<SlotRef> unsub_later_;  // loop thread: unsubscribes deferred by publish()
+    std::vector<Hold*> unsub_later_;    // loop thread: unsubscribes deferred by publish()
+    std::vector<SlotRef> erase_later_;  // loop thread: releases deferred by publish()
     size_t own_keepalive_ =
         0;  // loop thread: holds with keepalive.every > 0 (keepalive() skips if 0)
 };

@@ -271,7 +271,7 @@ class Server final : private HoldSink {
     bool parsing(SlotRef s) const;
     // Whether the connection is a lean hold: no bufferevent, one event.
     bool lean(SlotRef s) const;
-    bool subscribed(SlotRef s) const { return holds_.subscriptions().subscribed(s); }
+    bool subscribed(SlotRef s) const { return holds_.subscribed(s); }
     // WebSockets that hold a frame reader now (tests: most should not).
     size_t ws_readers() const;
     size_t connections() const { return open_; }
@@ -280,6 +280,9 @@ class Server final : private HoldSink {
     // Bytes read from the connection and not yet parsed (pipelined requests).
     size_t unread(SlotRef s) const;
     size_t holds() const { return holds_.holding().size(); }
+    // The hold table's records, started or not (every subscription is one's:
+    // subscriptions().members() is never more).
+    size_t hold_records() const { return holds_.size(); }
     // HTTP/2 streams open on this loop's connections (each a slot).
     size_t h2_streams() const;
     const bus::Subscriptions& subscriptions() const { return holds_.subscriptions(); }
