@@ -265,8 +265,14 @@ void Server::close_conn(Conn& c) {
     if (c.tls_pending && !c.admin) metrics_.tls_handshakes_failed.fetch_add(1);
     holds_.release(slot);
     if (c.stream) c.stream->cancel();
-    ring_.cancels.cancel(slot);          // a job still queued for this client is not run
-    if (c.ws && c.ws->woh) woh_gone(c);  // its view hears it went
+    if (c.ws && c.ws->woh && c.ws->woh->opened) {
+        // A WebSocket-over-HTTP view that accepted hears every event it was
+        // sent (a CLOSE in flight when the close handshake ended the
+        // connection runs), and then that the client went.
+        woh_gone(c);
+    } else {
+        ring_.cancels.cancel(slot);  // a job still queued for this client is not run
+    }
     if (c.timer) event_free(c.timer);
     if (c.bev) {
         bufferevent_free(c.bev);  // closes the socket
