@@ -346,6 +346,9 @@ format:
 
 format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.cpp' '*.hpp')
+	@# A mutation whose text the code no longer has is said here, in seconds,
+	@# not after the smokes.
+	$(PY) sabotage/run.py --all --check
 
 # The README's table of flags, written again from the flag table
 # (src/app/flags.cpp) by `m0serve --help-markdown`, between its two marker

@@ -264,6 +264,8 @@ def main():
     g.add_argument("--all", action="store_true")
     g.add_argument("--group")
     g.add_argument("--only", action="append")
+    ap.add_argument("--check", action="store_true",
+                    help="only look each mutation's text up in the tree (stale ones fail), run none")
     ap.add_argument("--lanes", type=int, default=min(os.cpu_count() or 1, 2),
                     help="copies of the tree that run mutations side by side (default: the cores, at most 2)")
     args = ap.parse_args()
@@ -286,6 +288,9 @@ def main():
     if stale:
         print(f"sabotage: {len(stale)} stale mutations; nothing was run")
         return 1
+    if args.check:
+        print(f"sabotage: {len(muts)} mutations, none stale")
+        return 0
 
     base = pathlib.Path(args.build).resolve()
     base.mkdir(parents=True, exist_ok=True)
