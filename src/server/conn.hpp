@@ -137,6 +137,11 @@ struct Server::Conn {
     std::string head_text(const http::Response& r, std::string_view framing) const;
     // A whole answer (a 502 in its place when it cannot be written).
     void send_whole(http::Response& r);
+    // `head` then `body` into the output. A plain connection whose output is
+    // empty writes them to its socket at once (one writev): the answer leaves
+    // this loop turn with no write event enabled and disabled around it (two
+    // epoll_ctl an answer); what the socket does not take goes to the output.
+    void send_now(std::string_view head, std::string_view body);
     // A whole answer whose body is a file range (wsgi.file_wrapper): the head
     // framed by the file's length, the file sent by sendfile(2); a cut file
     // (short of the declared length) closes the connection after it.

@@ -263,6 +263,42 @@ TEST_CASE("server: keep-alive: three pipelined requests are answered in order", 
     }
 }
 
+TEST_CASE("server: a whole answer waits behind what an earlier answer left in the output",
+          "[http][server]") {
+    // A whole answer whose connection's output is empty goes to the socket at
+    // once; one whose output still holds an earlier answer's bytes (here a
+    // streamed one, handled in the same loop turn) must queue behind them.
+    Rig rig;
+    std::vector<SlotRef> pending;
+    rig.app = [&](SlotRef s, const Request& req) {
+        if (req.path == "/stream") {
+            pending.push_back(s);
+            return;
+        }
+        Response resp;
+        resp.body = "second";
+        rig.post(s, std::move(resp));
+    };
+    auto c = rig.connect();
+    c->send(get("/stream") + get("/whole"));
+    REQUIRE(rig.step_until([&] { return pending.size() == 1; }));
+    auto st = std::make_shared<StreamState>(1 << 16);
+    rig.post_kind(pending[0], Completion::Kind::head, st, Response{});
+    rig.post_kind(pending[0], Completion::Kind::chunk, st, {}, "first");
+    rig.post_kind(pending[0], Completion::Kind::end, st, {}, {}, false);
+    // The stream's completions (its end dispatches the next request, whose
+    // answer the app posts), then, with no loop turn between, that answer:
+    // the stream's bytes are still in the output.
+    rig.server->on_completions_ready();
+    REQUIRE(rig.seen.size() == 2);
+    REQUIRE(rig.server->unsent(c->slot) > 0);
+    rig.server->on_completions_ready();
+    auto rs = rig.replies(*c, 2);
+    REQUIRE(rs.size() == 2);
+    CHECK(rs[0].body == "first");
+    CHECK(rs[1].body == "second");
+}
+
 TEST_CASE("server: the connection closes after an answer that does not keep alive",
           "[http][server]") {
     Rig rig;
@@ -1577,7 +1613,9 @@ TEST_CASE(
     c->send(kGet);
     REQUIRE(rig.step_until([&] { return deferred.size() == 1; }));
     Response resp;
-    resp.body = std::string(64 * 1024, 'a');
+    // More than the socket takes at once (the rest waits in the output).
+    constexpr size_t kBody = 16 * 1024 * 1024;
+    resp.body = std::string(kBody, 'a');
     rig.post(deferred[0], std::move(resp));
     // The answer goes into the connection's output, and the shutdown comes
     // before the loop turns again to write it: the connection is idle
@@ -1587,7 +1625,7 @@ TEST_CASE(
     rig.server->shutdown();
     Reply r = rig.reply(*c);
     CHECK(r.status == 200);
-    CHECK(r.body.size() == 64 * 1024);
+    CHECK(r.body.size() == kBody);
     CHECK(rig.step_until([&] { return rig.metrics.connections_open.load() == 0; }));
 }
 

@@ -2,7 +2,9 @@
 // Connection belong to the server), whole bodies, files, streamed bodies.
 // Loop thread.
 #include <event2/buffer.h>
+#include <sys/uio.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <ctime>
@@ -87,6 +89,25 @@ void Server::Conn::refuse_answer(const char* why) {
     close_after_write();
 }
 
+void Server::Conn::send_now(std::string_view head, std::string_view body) {
+    evbuffer* output = bufferevent_get_output(bev);
+    size_t taken = 0;
+    if (!tls && evbuffer_get_length(output) == 0) {
+        iovec iov[2] = {{const_cast<char*>(head.data()), head.size()},
+                        {const_cast<char*>(body.data()), body.size()}};
+        ssize_t n;
+        do n = ::writev(fd, iov, body.empty() ? 1 : 2);
+        while (n < 0 && errno == EINTR);
+        // Whatever the socket did not take (all of it on EAGAIN or an error,
+        // which the bufferevent's own write then meets and reports) goes on
+        // from the output.
+        if (n > 0) taken = static_cast<size_t>(n);
+    }
+    if (taken < head.size()) evbuffer_add(output, head.data() + taken, head.size() - taken);
+    taken = taken > head.size() ? taken - head.size() : 0;
+    if (taken < body.size()) evbuffer_add(output, body.data() + taken, body.size() - taken);
+}
+
 void Server::Conn::send_whole(Response& r) {
     if (const char* why = invalid_answer(r)) {
         // The connection stays usable: the 502 is whole and framed.
@@ -105,10 +126,8 @@ void Server::Conn::send_whole(Response& r) {
         framing = "Content-Length: " + std::to_string(len) + "\r\n";
     }
     std::string head = head_text(r, framing);
-    evbuffer* output = bufferevent_get_output(bev);
-    evbuffer_add(output, head.data(), head.size());
     const bool body = !head_request && !bodiless_status(r.status);
-    if (body) evbuffer_add(output, r.body.data(), r.body.size());
+    send_now(head, body ? std::string_view(r.body) : std::string_view());
     if (server->access_log_)
         server->access_answer(*this, r.status, head.size() + (body ? r.body.size() : 0));
 }
