@@ -142,7 +142,13 @@ def get_text(srv, path, want_status=200):
 
 
 def check_package_logged(srv):
+    # The listener accepts (into its backlog) before the interpreter is up
+    # and the configuration block logged: looked for until it is, bounded
+    # (a sanitizer build starts slowly).
     want = "config: python package m0 from %s" % python_dir()
+    deadline = time.monotonic() + 30
+    while want not in srv.log_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
     check(want in srv.log_text(), "the log does not say %r: %s" % (
         want, short([l for l in srv.log_text().splitlines() if "python package" in l])))
 
