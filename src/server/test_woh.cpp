@@ -298,7 +298,6 @@ TEST_CASE("woh: a client that vanishes sends DISCONNECT; one that closes sends C
     REQUIRE(rig.step_until([&] { return rig.server->connections() == 0; }));
     CHECK(rig.asked.empty());
     CHECK_FALSE(b.cancel->cancelled());
-    CHECK_FALSE(a.cancel->cancelled());
 }
 
 TEST_CASE(
