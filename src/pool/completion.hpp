@@ -35,13 +35,8 @@ struct StreamState {
     // Pool thread: account `n` bytes about to be queued, after waiting while the
     // stream is over the high-water mark. False when the client is gone (the
     // producer should stop and close its iterable).
-    bool reserve(size_t n) {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return gone || in_ring + buffered <= hwm; });
-        if (gone) return false;
-        in_ring += n;
-        return true;
-    }
+    // (completion.cpp, so that a change to it recompiles one file.)
+    bool reserve(size_t n);
     // Loop thread: `n` bytes moved from the ring into the output buffer, which
     // now holds `out_len` bytes.
     void moved(size_t n, size_t out_len) {

@@ -65,6 +65,8 @@ Server::~Server() {
     event_free(flush_ev_);
 }
 
+void Server::tag_slots(uint32_t loop) { first_gen_ = (loop << 24) | 1; }
+
 void Server::add_mount(std::string prefix, SubmitFn submit) {
     while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
     auto& mounts = routes_.mounts;

@@ -224,7 +224,7 @@ class Server final : private HoldSink {
     // frame or completion that reached another loop than its own names no
     // slot there and is dropped, never delivered to that loop's connection
     // of the same index. Before the first connection.
-    void tag_slots(uint32_t loop) { first_gen_ = (loop << 24) | 1; }
+    void tag_slots(uint32_t loop);
     // Admin POST /close (and Pushpin's close action) on every loop: `close`
     // gets the channel, and the number closed everywhere once every loop has
     // answered (on this loop's thread). Default: this loop's holds.
