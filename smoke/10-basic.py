@@ -1335,5 +1335,70 @@ def phase51(ctx):
               "%r: rc %r, want 2 and one line with %r: %r" % (extra, rc, want, lines))
 
 
+SLOW_START_APP = """\
+import os, time
+open(os.environ["M0_SMOKE_MARK"], "w").close()  # the import began
+time.sleep(float(os.environ["M0_SMOKE_SLEEP"]))
+
+def application(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"started"]
+"""
+
+
+@smoke.phase(52, "SIGTERM while the app is still being imported: with --workers 2 (the parent's listener takes "
+             "connections while the workers start) every worker finishes starting, the request waiting in the "
+             "backlog is answered 200, and the server exits 0 (not killed by the signal); one process given a "
+             "second SIGTERM while starting ends at once, exit 0")
+def phase52(ctx):
+    binary = os.path.abspath(ctx.binary)
+    os.makedirs(LOG_DIR, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "slowstart.py"), "w") as f:
+            f.write(SLOW_START_APP)
+        for signals, sleep, extra in ((1, 2.0, ["--workers", "2"]), (2, 30.0, [])):
+            port = free_port()
+            mark = os.path.join(tmp, "mark-%d" % signals)
+            log_path = os.path.join(LOG_DIR, "%s-phase52-%d.log" % (SCRIPT, signals))
+            env = dict(os.environ, M0_SMOKE_MARK=mark, M0_SMOKE_SLEEP=str(sleep))
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen([binary, "--listen", "%s:%d" % (HOST, port), "--pythonpath", tmp,
+                                         "--mount", "/=slowstart:application"] + extra, cwd=ROOT, env=env,
+                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+            c = None
+            try:
+                for _ in range(400):  # 20 s
+                    if os.path.exists(mark) or proc.poll() is not None:
+                        break
+                    time.sleep(0.05)
+                check(os.path.exists(mark), "the app's import never began (rc %r)" % proc.poll())
+                if signals == 1:
+                    # The parent bound the listener before the workers began:
+                    # this request waits in its backlog while they start.
+                    c = Conn((HOST, port), timeout=10)
+                    c.send(build_request("GET", "/"))
+                for _ in range(signals):
+                    os.kill(proc.pid, signal.SIGTERM)
+                    time.sleep(0.2)
+                if c is not None:
+                    r = c.read_response("GET", 10)
+                    check(r.status == 200 and r.body == b"started", "the request waiting in the backlog: %s %s" % (
+                        r.summary(), short(r.body)))
+                try:
+                    rc = proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    rc = None
+            finally:
+                if c is not None:
+                    c.close()
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            with open(log_path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            want = "SIGTERM: stopping" if signals == 1 else "second signal while starting: stopping now"
+            check(rc == 0 and want in text, "%d SIGTERM while starting: rc %r, want 0 and %r in the log: %s" % (
+                signals, rc, want, text[-600:]))
+
 if __name__ == "__main__":
     sys.exit(smoke.main())

@@ -36,6 +36,7 @@
 #include "app/fd_limit.hpp"
 #include "app/listeners.hpp"
 #include "app/options.hpp"
+#include "app/stop_signals.hpp"
 #include "app/upgrade.hpp"
 #include "bus/channel.hpp"
 #include "bus/redis_bus.hpp"
@@ -107,37 +108,6 @@ int default_loops(int workers) {
                     ? CPU_COUNT(&set)
                     : static_cast<int>(std::thread::hardware_concurrency());
     return std::max(1, cores / std::max(1, workers));
-}
-
-// What SIGTERM and SIGINT stop: the loops, counted by the process's metrics.
-struct Stopping {
-    m0::server::LoopSet* loops;
-    const m0::Metrics* metrics;
-};
-
-void on_signal(evutil_socket_t sig, short, void* arg) {
-    auto& stopping = *static_cast<Stopping*>(arg);
-    auto& loops = *stopping.loops;
-    if (sig == proc::kRetireSignal) {
-        // --workers: a roll replaced this worker (its replacement serves on
-        // the same sockets). It drains as on SIGTERM, and leaves the admin
-        // listener to the replacement: a probe asks the one that stays.
-        if (loops[0].server->shutting_down()) return;
-        M0_LOG(info, "retired by the parent: draining");
-        loops.on_every_loop([](m0::server::Server& s) { s.shutdown(); });
-        loops[0].server->close_admin_listeners();
-        return;
-    }
-    if (loops[0].server->shutting_down()) {
-        M0_LOG(warn, "second signal: stopping now");
-        std::_Exit(sig == SIGINT ? 130 : 0);
-    }
-    M0_LOG(info, "signal ", sig == SIGINT ? "SIGINT" : "SIGTERM", ": stopping");
-    // Once for the process (each loop says its own part at debug).
-    M0_LOG(info, "shutting down: ", std::to_string(stopping.metrics->connections_open.load()),
-           " connections, ", std::to_string(stopping.metrics->holds_open.load()), " holds");
-    proc::notify_stopping(sig == SIGINT ? "SIGINT: stopping" : "SIGTERM: stopping");
-    loops.on_every_loop([](m0::server::Server& s) { s.shutdown(); });
 }
 
 // SIGHUP (without --workers) and SIGUSR1: the key files and the TLS
@@ -333,6 +303,7 @@ std::string find_package_dir(std::string built_in) {
 int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::string& package_dir,
           const VenvUse& venv) {
     signal(SIGPIPE, SIG_IGN);
+    catch_stop_while_starting();
     // A worker's lines say which worker wrote them (--check forks none).
     if (o.workers > 1 && !o.check) log::set_worker(worker);
     // --loops by default: one per core (shared by the workers); one on Redis.
@@ -518,15 +489,19 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         event_add(sighup, nullptr);
         event_add(sigusr1, nullptr);
         Stopping stopping{&loops, &metrics};
-        event* sigterm = evsignal_new(loops[0].loop.base(), SIGTERM, on_signal, &stopping);
-        event* sigint = evsignal_new(loops[0].loop.base(), SIGINT, on_signal, &stopping);
+        event* sigterm = evsignal_new(loops[0].loop.base(), SIGTERM, on_stop_signal, &stopping);
+        event* sigint = evsignal_new(loops[0].loop.base(), SIGINT, on_stop_signal, &stopping);
         event_add(sigterm, nullptr);
         event_add(sigint, nullptr);
+        // One that came while starting is taken at the loop's first turn.
+        if (int sig = stop_while_starting())
+            event_active(sig == SIGINT ? sigint : sigterm, EV_SIGNAL, 1);
         // A worker of --workers: its parent retires it once a roll's
         // replacement serves. Not in one process (the signal's default stays).
         event* retire = nullptr;
         if (proc::supervised()) {
-            retire = evsignal_new(loops[0].loop.base(), proc::kRetireSignal, on_signal, &stopping);
+            retire =
+                evsignal_new(loops[0].loop.base(), proc::kRetireSignal, on_stop_signal, &stopping);
             event_add(retire, nullptr);
         }
         // A worker of --workers starts with these blocked (proc::supervise):

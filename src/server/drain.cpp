@@ -22,7 +22,9 @@ void Server::shutdown() {
     shutdown_at_ = monotonic_seconds();
     admin_.set_draining();  // GET /ready: 503 from now on
     // Closed, not just disabled: a client that connects now is refused at
-    // once instead of waiting in the backlog to be reset at exit.
+    // once instead of waiting in the backlog to be reset at exit. One that
+    // connected before is accepted first, and answered below.
+    accept_backlog();
     close_listeners(false);
     // The process says it once, with every loop's count (serve.cpp).
     M0_LOG(debug, "loop shutting down: ", std::to_string(open_), " connections, ",

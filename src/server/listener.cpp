@@ -322,6 +322,24 @@ void Server::close_listeners(bool admin) {
     }
 }
 
+void Server::accept_backlog() {
+    for (auto& l : listeners_) {
+        if (l->admin || !l->ev) continue;
+        // As libevent's own accept: the listener does not block, and one
+        // pass empties what is queued (new arrivals race the close either
+        // way). A loop sharing the socket finds it empty.
+        const evutil_socket_t lfd = evconnlistener_get_fd(l->ev);
+        for (;;) {
+            sockaddr_storage ss{};
+            socklen_t len = sizeof ss;
+            int fd = ::accept4(lfd, reinterpret_cast<sockaddr*>(&ss), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) break;  // empty, or what the listener's own accept would meet
+            accept_fd(*l, fd, reinterpret_cast<sockaddr*>(&ss));
+        }
+    }
+}
+
 void Server::on_accept(evconnlistener*, evutil_socket_t fd, sockaddr* a, int, void* arg) {
     auto* l = static_cast<Listener*>(arg);
     l->server->accept_fd(*l, fd, a);

@@ -348,6 +348,10 @@ class Server final : private HoldSink {
     // Starts accepting on `fd` (bound and listening); false with `err` set.
     bool add_listener(std::unique_ptr<Listener> l, int fd, std::string& err);
     void close_listeners(bool admin);
+    // At shutdown, before the client listeners close: what already waits in
+    // their backlogs is accepted (and answered, then closed, as the drain does
+    // with a new connection) rather than reset by the close.
+    void accept_backlog();
     void accept_fd(Listener& l, evutil_socket_t fd, sockaddr* addr);
     void pause_accepting(int err);
     void resume_accepting();

@@ -1570,6 +1570,33 @@ TEST_CASE("server: shutdown closes the listener at once and answers what is in f
 }
 
 TEST_CASE(
+    "server: at shutdown the clients waiting in the listener's backlog are accepted and "
+    "answered, not reset by the close",
+    "[http][server]") {
+    ServerConfig cfg;
+    cfg.grace = 5;
+    Rig rig(cfg);
+    std::string err;
+    REQUIRE(rig.server->listen("127.0.0.1", 0, false, err));
+    // Connected by the kernel, their requests sent, the loop not yet turned:
+    // nothing has accepted them when the shutdown comes.
+    auto a = tcp_connect(rig.server->bound_port(false));
+    auto b = tcp_connect(rig.server->bound_port(false));
+    a->send(get("/a"));
+    b->send(get("/b"));
+    rig.server->shutdown();
+    CHECK(rig.metrics.connections_total.load() == 2);
+    for (auto* c : {a.get(), b.get()}) {
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 200);
+        CHECK(r.headers.get("Connection") == std::optional<std::string_view>("close"));
+    }
+    CHECK(rig.seen.size() == 2);
+    CHECK(rig.step_until([&] { return rig.metrics.connections_open.load() == 0; }));
+    CHECK_FALSE(rig.server->grace_expired());
+}
+
+TEST_CASE(
     "server: at shutdown an idle keep-alive connection is closed, a new one that has sent "
     "nothing yet is answered its first request, then closed",
     "[http][server]") {
