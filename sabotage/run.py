@@ -202,6 +202,19 @@ class Lane:
                 self.error = (f"sabotage: baseline FAILED: {t} fails without any mutation (log: {self.log})\n"
                               f"reproduce: {self.build}/{t}")
                 return False
+        # A `cases:` spec that names no test case runs nothing, and a test
+        # that runs nothing passes: the mutation would be MISSED for nothing,
+        # or worse, a spec made wrong later would pass unnoticed.
+        for m in self.muts:
+            cases = m.fields.get("cases")
+            if not cases:
+                continue
+            listed = subprocess.run([str(self.build / m.test), "--list-test-names-only", cases],
+                                    capture_output=True, text=True, timeout=60)
+            if not listed.stdout.strip():
+                self.error = (f"sabotage: {m.name}: its cases: line ({cases}) names no test case of "
+                              f"{m.test}; update the mutation")
+                return False
         self.say(f"sabotage: baseline green: {', '.join(tests)}")
         return True
 
