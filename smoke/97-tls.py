@@ -363,5 +363,42 @@ def phase7(ctx):
     sys.stderr.write("  [phase 7] %d resumed connections reached both workers\n" % tries)
 
 
+@smoke.phase(8, "--tls-ticket-rotation 3 with --workers 2: a saved session resumes in its period and the "
+                "next on either worker, and not two periods on (its key is gone from every process); a new "
+                "session then resumes; --tls-ticket-rotation 0 is refused")
+def phase8(ctx):
+    rc, out, err = ctx.run_binary(["--listen", "127.0.0.1:0", "--mount", "/=mojo", "--tls-ticket-rotation", "0"])
+    check(rc == 2 and "--tls-ticket-rotation wants a number from 1 to 604800" in err,
+          "--tls-ticket-rotation 0: exit %r: %s" % (rc, short(err)))
+    pki = Pki(ctx)
+    cert, key = pki.leaf("a", 8001)
+    period = 3
+    srv = ctx.server(["--mount", "/native=mojo", "--workers", "2", "--certfile", cert, "--keyfile", key,
+                      "--tls-ticket-rotation", str(period)])
+    m0smoke.wait_for(lambda: "as worker 1" in srv.log_text() and "as worker 0" in srv.log_text(),
+                     30.0, what="both workers listening")
+    req = b"GET /native/hello HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    sess = pki.path("sess-rotation.pem")
+
+    def connect(offer):
+        args = ["-tls1_3", "-CAfile", pki.ca, "-ign_eof"] + (["-sess_in", sess] if offer else ["-sess_out", sess])
+        rc, out, err = s_client(srv.addr, args, stdin=req)
+        check(rc == 0 and "hello from mojo" in out, "s_client: rc %r: %s" % (rc, short(out + err, 600)))
+        return "Reused, TLSv1.3" in out
+
+    check(not connect(False), "the first connection was resumed")
+    saved = time.time()
+    for n in range(3):  # in its period, or the next: the kernel picks the worker
+        check(connect(True), "resumption %d, %.1f s after the session was saved, failed" % (
+            n, time.time() - saved))
+    # Two periods after the one it was sealed in, no process has its key.
+    time.sleep(max(0.0, (int(saved) // period + 2) * period + 0.3 - time.time()))
+    for n in range(4):
+        check(not connect(True), "a session two periods old was resumed (%.1f s after it was saved)" % (
+            time.time() - saved))
+    check(not connect(False), "a new session's first connection was resumed")
+    check(connect(True), "the new session was not resumed")
+
+
 if __name__ == "__main__":
     sys.exit(smoke.main())

@@ -58,6 +58,18 @@ std::vector<Flag> with_tls_rows(std::vector<Flag> rows) {
             .to = seconds(AT(server.tls_handshake_timeout)),
         },
         {
+            .name = "tls-ticket-rotation",
+            .kind = Flag::value,
+            .metavar = "SECONDS",
+            .help = "TLS session ticket keys are replaced this often\n(default {default})",
+            .doc = "every this many seconds (on the wall clock, the same periods in every "
+                   "`--workers` process) a new session ticket key seals new tickets; the one "
+                   "before still opens tickets for one more period (they are renewed), older "
+                   "ones are gone from every process and cannot be derived again. A session "
+                   "lives this long (the lifetime hint its ticket carries); 1 to 604800",
+            .to = number(AT(tls_ticket_rotation), 1, 604800),
+        },
+        {
             .name = "admin-tls",
             .kind = Flag::toggle,
             .help = "TLS on the --admin-listen too (with --certfile)",

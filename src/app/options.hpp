@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -90,10 +91,12 @@ struct Options {
     std::string bus_password_file;  // --bus-password-file: the Redis password's file
     std::string access_log;         // --access-log: a path, "-" for standard output; empty: off
     std::string certfile, keyfile;  // --certfile, --keyfile: TLS (both or neither)
-    // Not a flag: the TLS session ticket keys, made by the process that read
-    // the flags (before --workers forks), so that every worker has the same
-    // (server/tls.hpp). Set with certfile.
-    server::TicketKeys tls_ticket_keys{};
+    // --tls-ticket-rotation: seconds a session ticket key seals tickets.
+    int64_t tls_ticket_rotation = server::TicketKeyring::kDefaultPeriod;
+    // Not a flag: the session ticket keys, made by the process that read the
+    // flags (before --workers forks), shared by every worker
+    // (server/tls_tickets.hpp). Set with certfile.
+    std::shared_ptr<server::TicketKeyring> tls_tickets;
 };
 
 // Parses argv[1..argc), after the keys of --config FILE when given, by the

@@ -342,7 +342,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         std::string err;
         o.certfile = absolute(o.certfile);
         o.keyfile = absolute(o.keyfile);
-        o.server.tls = m0::server::TlsContext::load(o.certfile, o.keyfile, o.tls_ticket_keys, err);
+        o.server.tls = m0::server::TlsContext::load(o.certfile, o.keyfile, o.tls_tickets, err);
         if (!o.server.tls) die(err);
     }
 
@@ -553,6 +553,13 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
                 true);
             max_requests->start(0.1);
         }
+        // The TLS ticket keys step on time with no handshake to step them.
+        std::unique_ptr<Timer> tickets;
+        if (o.tls_tickets) {
+            tickets = std::make_unique<Timer>(
+                loops[0].loop, [&o] { o.tls_tickets->step(o.tls_tickets->clock()); }, true);
+            tickets->start(std::min<double>(static_cast<double>(o.tls_ticket_rotation), 60));
+        }
         std::unique_ptr<Timer> watchdog;
         if (double every = proc::watchdog_seconds(); every > 0) {
             // Pinged while every loop turns: one stuck loop stops the pings.
@@ -578,6 +585,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
         if (retire) event_free(retire);
         upgrade.reset();
         watchdog.reset();
+        tickets.reset();
         max_requests.reset();
         loops.close_servers();
     }
@@ -640,7 +648,7 @@ int run(int argc, char** argv, const mojo::Registry& mounts, std::string python_
     // workers share it, and the first WebSocket does not grow the server.
     if (o.realtime) http::ws::prepare();
     // Made here, before any fork: every worker seals TLS tickets with them.
-    if (!o.certfile.empty()) o.tls_ticket_keys = server::new_ticket_keys();
+    if (!o.certfile.empty()) o.tls_tickets = server::TicketKeyring::make(o.tls_ticket_rotation);
     // --check loads and binds once, in this process, with no workers.
     if (o.workers > 1 && !o.check) {
         std::vector<int> listeners;

@@ -6,8 +6,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -121,12 +123,13 @@ struct TlsRig : ServerRig {
 };
 
 // A config with TLS on, its certificate "a" made with `serial` (or made
-// before: 0); with `keys`, its tickets sealed with them.
-ServerConfig tls_config(const Certs& certs, int serial, const TicketKeys* keys = nullptr) {
+// before: 0); with `keys`, its tickets sealed with keys from that ring.
+ServerConfig tls_config(const Certs& certs, int serial,
+                        std::shared_ptr<TicketKeyring> keys = nullptr) {
     if (serial) REQUIRE(certs.make("a", serial));
     std::string err;
     ServerConfig cfg;
-    cfg.tls = keys ? TlsContext::load(certs.path("a.pem"), certs.path("a.key"), *keys, err)
+    cfg.tls = keys ? TlsContext::load(certs.path("a.pem"), certs.path("a.key"), keys, err)
                    : TlsContext::load(certs.path("a.pem"), certs.path("a.key"), err);
     INFO(err);
     REQUIRE(cfg.tls);
@@ -352,11 +355,11 @@ TEST_CASE(
     "[tls][server]") {
     Certs certs;
     REQUIRE(certs.make("a", 71));
-    const TicketKeys keys = new_ticket_keys();
-    ServerConfig cfg = tls_config(certs, 0, &keys);
+    const auto keys = TicketKeyring::make(TicketKeyring::kDefaultPeriod);
+    ServerConfig cfg = tls_config(certs, 0, keys);
     const std::shared_ptr<TlsContext> tls = cfg.tls;
     TlsRig first(std::move(cfg));
-    TlsRig second(tls_config(certs, 0, &keys));
+    TlsRig second(tls_config(certs, 0, keys));
     TlsRig other(tls_config(certs, 0));  // keys of its own
     const uint16_t p1 = listen_tls(first), p2 = listen_tls(second), p3 = listen_tls(other);
 
@@ -374,4 +377,103 @@ TEST_CASE(
     CHECK(first.metrics.tls_handshakes.load() == 3);
     CHECK(first.metrics.tls_resumed.load() == 2);
     CHECK(other.metrics.tls_resumed.load() == 0);
+}
+
+namespace {
+
+// The clock the rotation tests' rings read (seconds since the epoch).
+std::atomic<int64_t> g_now{0};
+int64_t test_now() { return g_now.load(); }
+
+// A ring of `period` seconds reading g_now, set to the wall clock.
+std::shared_ptr<TicketKeyring> ring_on_test_clock(int64_t period) {
+    g_now = TicketKeyring::wall_seconds();
+    auto ring = TicketKeyring::make(period);
+    ring->clock = test_now;
+    return ring;
+}
+
+bool same_key(const TicketKeyring::Key& a, const TicketKeyring::Key& b) {
+    return a.name == b.name && a.hmac == b.hmac && a.aes == b.aes;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "tls tickets: each period seals with a new key; the previous one still opens, older ones "
+    "never again; a clock set back keeps the keys; periods skipped keep no previous key",
+    "[tls][tickets]") {
+    const int64_t P = 100;
+    auto ring = ring_on_test_clock(P);
+    const int64_t t0 = g_now.load();
+    const int64_t n0 = ring->at();
+    CHECK(n0 == t0 / P);
+    const TicketKeyring::Key k0 = ring->sealing(t0);
+    CHECK(same_key(ring->sealing(t0 + (P - 1 - t0 % P)), k0));  // the period's last second
+    TicketKeyring::Key out;
+    CHECK(ring->opening(k0.name.data(), t0, out) == TicketKeyring::Found::current);
+    CHECK(same_key(out, k0));
+
+    const TicketKeyring::Key k1 = ring->sealing(t0 + P);
+    CHECK(ring->at() == n0 + 1);
+    CHECK_FALSE(same_key(k1, k0));
+    CHECK(k1.name != k0.name);
+    CHECK(ring->opening(k0.name.data(), t0 + P, out) == TicketKeyring::Found::previous);
+    CHECK(same_key(out, k0));
+    CHECK(ring->opening(k1.name.data(), t0 + P, out) == TicketKeyring::Found::current);
+    // A clock set back: no step back, nothing forgotten or remade.
+    CHECK(same_key(ring->sealing(t0), k1));
+    CHECK(ring->at() == n0 + 1);
+
+    ring->step(t0 + 2 * P);
+    CHECK(ring->opening(k0.name.data(), t0 + 2 * P, out) == TicketKeyring::Found::none);
+    CHECK(ring->opening(k1.name.data(), t0 + 2 * P, out) == TicketKeyring::Found::previous);
+    // Five periods with nothing stepping: the key of two periods back is gone.
+    const TicketKeyring::Key k2 = ring->sealing(t0 + 2 * P);
+    ring->step(t0 + 7 * P);
+    CHECK(ring->at() == n0 + 7);
+    CHECK(ring->opening(k2.name.data(), t0 + 7 * P, out) == TicketKeyring::Found::none);
+    CHECK(ring->opening(k1.name.data(), t0 + 7 * P, out) == TicketKeyring::Found::none);
+    CHECK_FALSE(same_key(ring->sealing(t0 + 7 * P), k2));
+}
+
+TEST_CASE(
+    "tls tickets: one ring for every process forked after it: a step one makes is the others' "
+    "too",
+    "[tls][tickets]") {
+    const int64_t P = 100;
+    auto ring = ring_on_test_clock(P);
+    const int64_t t0 = g_now.load();
+    const int64_t n0 = ring->at();
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ring->step(t0 + P);  // a worker steps it
+        ::_exit(0);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(ring->at() == n0 + 1);
+}
+
+TEST_CASE(
+    "tls tickets: a session resumes in its period and the next, by the keys rotating every period, "
+    "and not two periods on",
+    "[tls][tickets][server]") {
+    Certs certs;
+    const int64_t P = 100;
+    auto keys = ring_on_test_clock(P);
+    const int64_t t0 = g_now.load();
+    TlsRig rig(tls_config(certs, 73, keys));
+    const uint16_t port = listen_tls(rig);
+    SSL_SESSION* session = nullptr;
+    CHECK_FALSE(get_resumed(rig, port, nullptr, &session));
+    REQUIRE(session);
+    CHECK(get_resumed(rig, port, session));
+    g_now = t0 + P;  // the next period: the key before still opens it
+    CHECK(get_resumed(rig, port, session));
+    g_now = t0 + 2 * P;
+    CHECK_FALSE(get_resumed(rig, port, session));
+    SSL_SESSION_free(session);
 }

@@ -1,8 +1,10 @@
 // TlsContext: see tls.hpp's DESIGN note.
 #include "server/tls.hpp"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -33,6 +35,50 @@ constexpr unsigned char kAlpnHttp1[] = "\x08http/1.1";
 int http1_only_index() {
     static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
     return index;
+}
+
+// The SSL_CTX's ex_data slot of its TicketKeyring; made once, any thread.
+int keyring_index() {
+    static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+    return index;
+}
+
+// OpenSSL's ticket callback (SSL_CTX_set_tlsext_ticket_key_evp_cb): seals a
+// new ticket with the current period's key, opens one with the key its name
+// finds (2: with the previous period's, so the client gets a new ticket), or
+// none (0: a full handshake). The loop thread that handshakes.
+int ticket_key(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX* cipher,
+               EVP_MAC_CTX* mac, int enc) {
+    auto* ring =
+        static_cast<TicketKeyring*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), keyring_index()));
+    if (!ring) return -1;
+    TicketKeyring::Key k;
+    int rc = 1;
+    try {
+        if (enc) {
+            k = ring->sealing(ring->clock());
+            if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1) return -1;
+            std::memcpy(name, k.name.data(), k.name.size());
+            if (EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, k.aes.data(), iv) != 1)
+                rc = -1;
+        } else {
+            auto found = ring->opening(name, ring->clock(), k);
+            if (found == TicketKeyring::Found::none) return 0;
+            rc = found == TicketKeyring::Found::previous ? 2 : 1;
+            if (EVP_DecryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, k.aes.data(), iv) != 1)
+                rc = -1;
+        }
+    } catch (const std::exception&) {
+        return -1;  // no key to be had (out of memory): no ticket, a full handshake
+    }
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {
+        OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, k.hmac.data(), k.hmac.size()),
+        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+        OSSL_PARAM_construct_end()};
+    if (rc > 0 && EVP_MAC_CTX_set_params(mac, params) != 1) rc = -1;
+    OPENSSL_cleanse(&k, sizeof k);
+    return rc;
 }
 
 // The last OpenSSL error as text, the queue emptied.
@@ -72,10 +118,10 @@ bool readable(const std::string& flag, const std::string& path, std::string& err
     return true;
 }
 
-// A new server context for the two files, its tickets sealed with `keys`;
-// null with `err` set.
+// A new server context for the two files, its tickets sealed with keys
+// from `tickets`; null with `err` set.
 SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile,
-                      const TicketKeys& keys, std::string& err) {
+                      TicketKeyring& tickets, std::string& err) {
     if (!readable("--certfile", certfile, err) || !readable("--keyfile", keyfile, err))
         return nullptr;
     ERR_clear_error();
@@ -99,13 +145,15 @@ SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile,
     // Resumption: a session cache on the server (RFC 5246 §7.3's session
     // ids) and tickets (RFC 5077; TLS 1.3's NewSessionTicket, RFC 8446 §4.6.1),
     // both OpenSSL's defaults for a server, with this context's id. The
-    // tickets' keys are the caller's, not the random ones OpenSSL makes for
-    // each context (tls.hpp says why).
+    // tickets' keys are the caller's ring's, not the random ones OpenSSL
+    // makes for each context (tls.hpp and tls_tickets.hpp say why); a
+    // session lives one rotation period (the lifetime hint a ticket carries).
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
     static constexpr unsigned char kSessionContext[] = "m0serve";
     SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
-    if (SSL_CTX_set_tlsext_ticket_keys(ctx, const_cast<unsigned char*>(keys.data()),
-                                       static_cast<long>(keys.size())) != 1)
+    SSL_CTX_set_timeout(ctx, tickets.period());
+    if (SSL_CTX_set_ex_data(ctx, keyring_index(), &tickets) != 1 ||
+        SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_key) != 1)
         return fail("cannot set the TLS session ticket keys: " + openssl_error());
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     if (SSL_CTX_use_certificate_chain_file(ctx, certfile.c_str()) != 1)
@@ -126,38 +174,31 @@ SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile,
 
 }  // namespace
 
-TicketKeys new_ticket_keys() {
-    TicketKeys keys;
-    if (RAND_bytes(keys.data(), static_cast<int>(keys.size())) != 1)
-        throw std::runtime_error("TLS: no random bytes for the session ticket keys: " +
-                                 openssl_error());
-    return keys;
-}
+TlsContext::TlsContext(std::string certfile, std::string keyfile,
+                       std::shared_ptr<TicketKeyring> tickets, SSL_CTX* ctx)
+    : certfile_(std::move(certfile)),
+      keyfile_(std::move(keyfile)),
+      tickets_(std::move(tickets)),
+      ctx_(ctx) {}
 
-TlsContext::TlsContext(std::string certfile, std::string keyfile, const TicketKeys& keys,
-                       SSL_CTX* ctx)
-    : certfile_(std::move(certfile)), keyfile_(std::move(keyfile)), keys_(keys), ctx_(ctx) {}
-
-TlsContext::~TlsContext() {
-    SSL_CTX_free(ctx_);
-    OPENSSL_cleanse(keys_.data(), keys_.size());
-}
+TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
 std::shared_ptr<TlsContext> TlsContext::load(const std::string& certfile,
                                              const std::string& keyfile, std::string& err) {
-    return load(certfile, keyfile, new_ticket_keys(), err);
+    return load(certfile, keyfile, TicketKeyring::make(TicketKeyring::kDefaultPeriod), err);
 }
 
 std::shared_ptr<TlsContext> TlsContext::load(const std::string& certfile,
-                                             const std::string& keyfile, const TicketKeys& keys,
+                                             const std::string& keyfile,
+                                             std::shared_ptr<TicketKeyring> tickets,
                                              std::string& err) {
-    SSL_CTX* ctx = make_context(certfile, keyfile, keys, err);
+    SSL_CTX* ctx = make_context(certfile, keyfile, *tickets, err);
     if (!ctx) return nullptr;
-    return std::shared_ptr<TlsContext>(new TlsContext(certfile, keyfile, keys, ctx));
+    return std::shared_ptr<TlsContext>(new TlsContext(certfile, keyfile, std::move(tickets), ctx));
 }
 
 bool TlsContext::reload(std::string& err) {
-    SSL_CTX* fresh = make_context(certfile_, keyfile_, keys_, err);
+    SSL_CTX* fresh = make_context(certfile_, keyfile_, *tickets_, err);
     if (!fresh) return false;
     SSL_CTX* old;
     {

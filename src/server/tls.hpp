@@ -20,19 +20,21 @@
 //
 // Resumption: by session tickets (RFC 5077, TLS 1.3's NewSessionTicket) and
 // by the server's session cache (TLS 1.2 session ids; per context). The
-// tickets are sealed with keys made once (new_ticket_keys) by the process
-// that reads the flags, before --workers forks: every worker, and every
-// worker a roll or a restart forks later, seals and opens tickets with the
-// same keys, so a client resumes whichever worker the kernel hands its
-// connection to; and a reload keeps them, so a renewed certificate does not
-// cost every client a full handshake. They live in memory only and are new
-// with each start or binary upgrade (as OpenSSL's own per-context keys
-// would be, which differ between workers and reloads).
+// tickets are sealed with keys from one TicketKeyring (tls_tickets.hpp),
+// made by the process that reads the flags before --workers forks and
+// shared with every worker, and every worker a roll or a restart forks
+// later: a client resumes whichever worker the kernel hands its connection
+// to; a reload keeps the ring, so a renewed certificate does not cost every
+// client a full handshake. The keys rotate every --tls-ticket-rotation
+// seconds, a session lives as long, and they are new with each start or
+// binary upgrade.
 #pragma once
 #include <array>
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include "server/tls_tickets.hpp"
 
 struct ssl_st;
 struct ssl_ctx_st;
@@ -47,25 +49,19 @@ inline constexpr unsigned char kTlsHandshakeByte = 0x16;
 // a TLS handshake. Any thread.
 inline bool starts_tls(unsigned char first) { return first == kTlsHandshakeByte; }
 
-// Session ticket keys: OpenSSL's 80 bytes (the key name, the HMAC key and
-// the AES key; SSL_CTX_set_tlsext_ticket_keys).
-using TicketKeys = std::array<unsigned char, 80>;
-
-// Fresh random ticket keys (OpenSSL's RAND_bytes); throws when there are
-// none to be had. Any thread.
-TicketKeys new_ticket_keys();
-
 class TlsContext {
   public:
     // The context of `certfile` (PEM: the certificate, then its chain) and
     // `keyfile` (PEM). Null with `err` set to one line naming the file when
     // one cannot be read or the key is not the certificate's. Any thread.
-    // Its tickets are sealed with `keys` (the other form makes new ones), and
-    // so are those of every context a reload makes.
+    // Its tickets are sealed with keys from `tickets` (the other form makes
+    // a ring of its own, rotating hourly), and so are those of every context
+    // a reload makes.
     static std::shared_ptr<TlsContext> load(const std::string& certfile, const std::string& keyfile,
                                             std::string& err);
     static std::shared_ptr<TlsContext> load(const std::string& certfile, const std::string& keyfile,
-                                            const TicketKeys& keys, std::string& err);
+                                            std::shared_ptr<TicketKeyring> tickets,
+                                            std::string& err);
     ~TlsContext();
     TlsContext(const TlsContext&) = delete;
     TlsContext& operator=(const TlsContext&) = delete;
@@ -82,9 +78,11 @@ class TlsContext {
     const std::string& keyfile() const { return keyfile_; }
 
   private:
-    TlsContext(std::string certfile, std::string keyfile, const TicketKeys& keys, ssl_ctx_st* ctx);
+    TlsContext(std::string certfile, std::string keyfile, std::shared_ptr<TicketKeyring> tickets,
+               ssl_ctx_st* ctx);
     const std::string certfile_, keyfile_;
-    TicketKeys keys_;  // set at load, read by reload (on the thread that reloads)
+    // Set at load, kept by reload; its contexts' ticket callback reads it.
+    const std::shared_ptr<TicketKeyring> tickets_;
     mutable std::mutex mu_;
     ssl_ctx_st* ctx_;  // under mu_: the context new connections are made from
 };
