@@ -3,6 +3,10 @@
 // stopped by its PID. Sentinel timings are short (down after 500 ms, a
 // failover timeout of 2 s), so a failover takes a few seconds. Tests only.
 #pragma once
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -38,8 +42,12 @@ class SentinelProcess {
         }
         conf.close();
         const std::string config = dir_ + "/sentinel.conf", log = dir_ + "/sentinel.log";
+        const pid_t parent = ::getpid();
         pid_ = ::fork();
         if (pid_ == 0) {
+            // Ends with the test, as RedisServer does (test_redis_server.hpp).
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) std::_Exit(127);
             std::freopen(log.c_str(), "a", stdout);
             ::execlp("redis-sentinel", "redis-sentinel", config.c_str(),
                      static_cast<char*>(nullptr));

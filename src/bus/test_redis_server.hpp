@@ -3,6 +3,7 @@
 #pragma once
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,8 +45,13 @@ class RedisServer {
     // Starts it (again: the same port and directory) and waits until it accepts.
     void start() {
         const std::string port = std::to_string(port_), log = dir_ + "/redis.log";
+        const pid_t parent = ::getpid();
         pid_ = ::fork();
         if (pid_ == 0) {
+            // Ends with the test: one that crashes (a sabotage mutation can
+            // make it) never runs the destructor that stops this server.
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) std::_Exit(127);
             std::freopen(log.c_str(), "a", stdout);
             std::vector<std::string> args{"redis-server",
                                           "--port",
