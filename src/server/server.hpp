@@ -406,6 +406,9 @@ class Server final : private HoldSink {
     // The session's frames into the output; closes the connection when the
     // session is over.
     void h2_flush(Conn& c);
+    // nghttp2_session_send for `c`; on a plain connection whose output is
+    // empty the frames are gathered and written at once (h2_conn.cpp).
+    int h2_send(Conn& c);
     // A stream error the client caused, counted against
     // --h2-max-stream-errors: false once the budget is spent (the
     // connection then ends with GOAWAY ENHANCE_YOUR_CALM at its next flush).
