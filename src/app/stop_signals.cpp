@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -17,16 +18,19 @@ namespace m0::app {
 namespace {
 
 // Written by the handler (any thread the signal lands on), read by the main
-// thread once the loop's handlers replaced it.
-volatile sig_atomic_t g_signal = 0;
+// thread once the loop's handlers replaced it: an atomic, not a volatile
+// sig_atomic_t, because the threads differ (a lock-free atomic is safe in a
+// handler).
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
 void on_signal(int sig) {
-    if (g_signal) {
+    if (g_signal.load()) {
         static const char kSaid[] = "m0serve: second signal while starting: stopping now\n";
         [[maybe_unused]] ssize_t n = ::write(2, kSaid, sizeof kSaid - 1);
         std::_Exit(sig == SIGINT ? 130 : 0);
     }
-    g_signal = sig;
+    g_signal.store(sig);
 }
 
 }  // namespace
@@ -64,6 +68,6 @@ void catch_stop_while_starting() {
     for (int sig : {SIGTERM, SIGINT}) ::sigaction(sig, &sa, nullptr);
 }
 
-int stop_while_starting() { return g_signal; }
+int stop_while_starting() { return g_signal.load(); }
 
 }  // namespace m0::app
