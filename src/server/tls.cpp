@@ -57,9 +57,9 @@ int ticket_key(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX*
     try {
         if (enc) {
             k = ring->sealing(ring->clock());
-            if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1) return -1;
             std::memcpy(name, k.name.data(), k.name.size());
-            if (EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, k.aes.data(), iv) != 1)
+            if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1 ||
+                EVP_EncryptInit_ex(cipher, EVP_aes_256_cbc(), nullptr, k.aes.data(), iv) != 1)
                 rc = -1;
         } else {
             auto found = ring->opening(name, ring->clock(), k);
@@ -77,7 +77,7 @@ int ticket_key(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX*
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
         OSSL_PARAM_construct_end()};
     if (rc > 0 && EVP_MAC_CTX_set_params(mac, params) != 1) rc = -1;
-    OPENSSL_cleanse(&k, sizeof k);
+    OPENSSL_cleanse(&k, sizeof k);  // the copy's key bytes, whatever the outcome
     return rc;
 }
 

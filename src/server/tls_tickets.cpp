@@ -111,6 +111,15 @@ void TicketKeyring::lock() {
 
 void TicketKeyring::unlock() { pthread_mutex_unlock(&s_->mu); }
 
+// Held for a scope, also when a derivation throws (out of memory).
+struct TicketKeyring::Held {
+    TicketKeyring& ring;
+    explicit Held(TicketKeyring& r) : ring(r) { ring.lock(); }
+    ~Held() { ring.unlock(); }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+};
+
 void TicketKeyring::step_locked(int64_t now) {
     const int64_t target = period_of(now, period_);
     if (target <= s_->n) return;  // a clock set back keeps the keys it has
@@ -130,45 +139,36 @@ void TicketKeyring::step_locked(int64_t now) {
 }
 
 void TicketKeyring::step(int64_t now) {
-    lock();
-    try {
-        step_locked(now);
-    } catch (...) {
-        unlock();
-        throw;
-    }
-    unlock();
+    Held held(*this);
+    step_locked(now);
 }
 
 int64_t TicketKeyring::at() {
-    lock();
-    int64_t n = s_->n;
-    unlock();
-    return n;
+    Held held(*this);
+    return s_->n;
 }
 
+// Sealing and opening step and read under one hold of the mutex: a
+// handshake takes it once.
 TicketKeyring::Key TicketKeyring::sealing(int64_t now) {
-    step(now);
-    lock();
-    Key k = s_->current;
-    unlock();
-    return k;
+    Held held(*this);
+    step_locked(now);
+    return s_->current;
 }
 
 TicketKeyring::Found TicketKeyring::opening(const unsigned char* name, int64_t now, Key& out) {
-    step(now);
-    lock();
-    Found found = Found::none;
+    Held held(*this);
+    step_locked(now);
     if (CRYPTO_memcmp(name, s_->current.name.data(), s_->current.name.size()) == 0) {
         out = s_->current;
-        found = Found::current;
-    } else if (s_->has_previous &&
-               CRYPTO_memcmp(name, s_->previous.name.data(), s_->previous.name.size()) == 0) {
-        out = s_->previous;
-        found = Found::previous;
+        return Found::current;
     }
-    unlock();
-    return found;
+    if (s_->has_previous &&
+        CRYPTO_memcmp(name, s_->previous.name.data(), s_->previous.name.size()) == 0) {
+        out = s_->previous;
+        return Found::previous;
+    }
+    return Found::none;
 }
 
 }  // namespace m0::server

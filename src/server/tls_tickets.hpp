@@ -76,6 +76,7 @@ class TicketKeyring {
 
   private:
     struct Shared;
+    struct Held;  // the page's mutex for a scope
     TicketKeyring(Shared* s, int64_t period) : s_(s), period_(period) {}
     void lock();
     void unlock();
