@@ -255,19 +255,24 @@ BENCH_PACKAGES := nginx libnginx-mod-nchan pushpin zurl gunicorn uwsgi uwsgi-plu
 # cores; the default, under half an hour.
 BENCH_HOLDS    ?= 1000,10000
 BENCH_RUNS     ?= 3
-BENCH_PARTS    ?= holds,requests,files,head,publish,h2,tls,ws
+BENCH_PARTS    ?= holds,requests,files,head,publish,h2,tls,ws,scale
 BENCH_STORM    ?= 2000
 # The tls part's hold counts (nginx keeps about 50 KB a TLS hold).
 BENCH_TLS_HOLDS ?= 1000
 # The ws part's hold counts (steady rows).
 BENCH_WS_HOLDS ?= 1000
+# The scale part: holds in all, over --workers (19,000 a worker and a
+# driver at most: the fd limit here is 20,000 a process); about 2.5 min a run.
+BENCH_SCALE_HOLDS   ?= 76000
+BENCH_SCALE_WORKERS ?= 4
 bench-deps:
 	@$(call install_debs,$(BENCH_PACKAGES))
 
 bench: deps build fixtures-db bench-deps
 	$(PY) smoke/bench.py --binary $(M0SERVE) --driver $(BUILD)/sse_load --parts $(BENCH_PARTS) \
 	  --holds $(BENCH_HOLDS) --runs $(BENCH_RUNS) --storm-holds $(BENCH_STORM) \
-	  --tls-holds $(BENCH_TLS_HOLDS) --ws-holds $(BENCH_WS_HOLDS)
+	  --tls-holds $(BENCH_TLS_HOLDS) --ws-holds $(BENCH_WS_HOLDS) \
+	  --scale-holds $(BENCH_SCALE_HOLDS) --scale-workers $(BENCH_SCALE_WORKERS)
 
 # A baseline, not a test: per-hold memory and fan-out rate, into build/figures.jsonl.
 bench-holds: build

@@ -75,6 +75,13 @@ subscriber and Pushpin's WebSocket-over-HTTP, and m0serve's and nchan's SSE
 holds in the same run: a WebSocket subscriber's cost against an SSE hold's. Alone: --parts ws (make bench
 BENCH_PARTS=ws).
 
+scale (smoke/bench_scale.py): --scale-holds holds (76,000) on m0serve
+--workers --scale-workers (4) on one Redis, then behind Sentinel, from
+several drivers: the server's, Redis's and the kernel's memory a hold,
+holds a GB beside Pushpin's and Centrifugo's published figures, every event
+counted, Redis's CPU an event. Alone: --parts scale (make bench
+BENCH_PARTS=scale).
+
 JSON lines go to build/bench.jsonl, ratios and the head's times to
 build/figures.jsonl (smoke/emit.py).
 
@@ -102,6 +109,7 @@ import bench_files  # noqa: E402
 import bench_h2  # noqa: E402
 import bench_head  # noqa: E402
 import bench_publish  # noqa: E402
+import bench_scale  # noqa: E402
 import bench_tls  # noqa: E402
 import bench_wrk  # noqa: E402
 import bench_ws  # noqa: E402
@@ -110,7 +118,7 @@ from bench_pushpin import PushpinServer  # noqa: E402
 from bench_util import ROOT, fmt, free_ports, median, wait_port, with_descendants  # noqa: E402
 
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
-PARTS = ("holds", "requests", "files", "head", "publish", "h2", "tls", "ws")
+PARTS = ("holds", "requests", "files", "head", "publish", "h2", "tls", "ws", "scale")
 
 # measure -> (what, better, target, against): a ratio against that server's
 # figure, or (against None) the figure itself.
@@ -504,6 +512,8 @@ def check_tools(parts, servers):
         need += [t for t in ("nginx", "openssl") if not shutil.which(t)]
     if "requests" in parts and not shutil.which("nginx"):
         need.append("nginx")
+    if "scale" in parts:
+        need += [t for t in ("redis-server", "redis-sentinel") if not shutil.which(t)]
     if need:
         raise SystemExit("bench: missing %s (make bench-deps installs them)" % ", ".join(need))
 
@@ -513,7 +523,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "m0serve"))
     ap.add_argument("--driver", default=os.path.join(ROOT, "build", "sse_load"))
     ap.add_argument("--parts", default=",".join(PARTS),
-                    help="holds, requests, files, head, publish, h2, tls, ws (comma-separated)")
+                    help="holds, requests, files, head, publish, h2, tls, ws, scale (comma-separated)")
     ap.add_argument("--holds", default="1000,5000", help="comma-separated hold counts (steady)")
     ap.add_argument("--servers", default="m0-mojo,m0-mojo-1loop,m0-django,m0-redis2,nchan,pushpin,pushpin-unlimited",
                     help="the hold rows' servers: m0-mojo, m0-mojo-1loop (--loops 1), m0-django, m0-redis2 (--workers 2 --bus "
@@ -548,6 +558,9 @@ def main():
     ap.add_argument("--ws-holds", default="1000", help="comma-separated hold counts (steady) in the ws part")
     ap.add_argument("--ws-rows", default="", help="the ws part's rows, comma-separated (default: all of "
                     + ", ".join(bench_ws.ROWS) + ")")
+    ap.add_argument("--scale-holds", type=int, default=76000,
+                    help="holds in the scale part (19,000 a driver; at most the fd limit a worker)")
+    ap.add_argument("--scale-workers", type=int, default=4, help="m0serve --workers in the scale part")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench.jsonl"))
     args = ap.parse_args()
     parts = args.parts.split(",")
@@ -560,6 +573,11 @@ def main():
         print("bench: the head's loaded case holds %d, what the fd limit (%d) allows" % (
             max(0, fd_hard - 512), fd_hard))
         args.head_holds = max(0, fd_hard - 512)
+    per_worker = min(bench_scale.PER_DRIVER, fd_hard - 512)
+    if args.scale_holds > per_worker * args.scale_workers:
+        print("bench: the scale part holds %d, what the fd limit (%d) allows %d workers" % (
+            per_worker * args.scale_workers, fd_hard, args.scale_workers))
+        args.scale_holds = per_worker * args.scale_workers
     plan = [("steady", int(h), 10) for h in args.holds.split(",")] + [("burst", 1000, 1)]
     if args.storm_holds > 0:
         plan.append(("storm", args.storm_holds, 1))
@@ -585,6 +603,8 @@ def main():
                 bench_tls.run(args, run, out, results, record, drive, make_server, certs)
             if "ws" in parts:
                 bench_ws.run(args, run, out, results, record, drive, make_server)
+            if "scale" in parts:
+                bench_scale.run(args, run, out, results, record)
     if "holds" in parts:
         table_holds(args, plan, servers, results)
     if "requests" in parts:
@@ -601,6 +621,8 @@ def main():
         bench_tls.table(args, results, TARGETS, target_text)
     if "ws" in parts:
         bench_ws.table(args, results, TARGETS, target_text)
+    if "scale" in parts:
+        bench_scale.table(args, results, median, fmt)
     print("\nJSON lines: %s; %.0f s in all" % (args.out, time.monotonic() - t0))
 
 

@@ -76,6 +76,11 @@ constexpr const char* kUsage = R"(usage: sse_load --url URL --publish-url URL [o
   --connecting N         connections opening at once (default 500)
   --sources K            source addresses 127.0.0.1..127.0.0.K (default: enough
                          for 25000 connections each)
+  --source-first F       the first source address is 127.0.0.(1+F) (default 0): several
+                         drivers against one server port each take their own addresses
+  --go-file PATH         once every stream is open, say so on stderr ('sse_load: open N')
+                         and publish only when PATH exists (within --open-timeout): several
+                         drivers' holds all open before any publishes
   --publish-url URL      POST target of each event; {ch} is its channel
   --publish-body T       the POST body; {ch} the channel, {data} the event's data
                          (default {data})
@@ -336,7 +341,7 @@ bufferevent* dial(Run& r, const Url& u, int source, SSL_CTX* ctx) {
     if (fd < 0) die(std::string("socket: ") + std::strerror(errno));
     sockaddr_in src{};
     src.sin_family = AF_INET;
-    src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + uint32_t(source));
+    src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + uint32_t(r.o.source_first + source));
     // The port is chosen at connect(), by the whole address pair: a bind()
     // that picks it fails once an earlier run's streams hold the address's
     // ephemeral ports in TIME_WAIT, though those went to another server port.
@@ -508,7 +513,17 @@ void on_tick(evutil_socket_t, short, void* arg) {
     Run& r = *static_cast<Run*>(arg);
     const int64_t now = now_ns();
     if (phase == Phase::opening) {
-        if (r.opened + r.failed >= r.o.holds || now > r.open_deadline) start_publishing(r);
+        const bool all = r.opened + r.failed >= r.o.holds;
+        if (!all && now <= r.open_deadline) return;
+        if (!r.o.go_file.empty()) {
+            // Said once; then the file, or the deadline, starts the events.
+            if (!r.said_open) {
+                std::fprintf(stderr, "sse_load: open %d\n", r.opened);
+                r.said_open = true;
+            }
+            if (::access(r.o.go_file.c_str(), F_OK) != 0 && now <= r.go_deadline) return;
+        }
+        start_publishing(r);
         return;
     }
     if (r.storm_start && ++storm_ticks % 20 == 0)
@@ -564,6 +579,10 @@ Options parse(int argc, char** argv) {
             o.connecting = parse_int(a, v, 1, 100000);
         else if (a == "--sources")
             o.sources = parse_int(a, v, 1, 250);
+        else if (a == "--source-first")
+            o.source_first = parse_int(a, v, 0, 249);
+        else if (a == "--go-file")
+            o.go_file = v;
         else if (a == "--publish-url")
             o.publish_url = v;
         else if (a == "--publish-body")
@@ -604,6 +623,9 @@ Options parse(int argc, char** argv) {
     if (o.storm > 0 && (o.burst > 0 || o.channels != 1))
         die("--storm is one channel, and not with --burst");
     if (o.sources == 0) o.sources = (o.holds + 24999) / 25000;
+    if (o.source_first + o.sources > 250) die("--source-first plus --sources is past 127.0.0.250");
+    if (!o.go_file.empty() && (o.storm > 0 || o.handshakes > 0))
+        die("--go-file is for steady and burst runs");
     return o;
 }
 
@@ -646,6 +668,7 @@ int main(int argc, char** argv) {
     if (r.o.handshakes > 0) return run_handshakes(r);
     r.rss_before = rss_bytes(r.pids);
     r.open_deadline = now_ns() + int64_t(r.o.open_timeout * 1e9);
+    r.go_deadline = r.open_deadline + int64_t(r.o.open_timeout * 1e9);
     r.holds.reserve(size_t(r.o.holds));
     const int64_t t_open = now_ns();
     if (r.o.storm > 0)
@@ -679,7 +702,8 @@ int main(int argc, char** argv) {
         "\"delivered\": %llu, \"expected\": %llu, \"duplicates\": %llu, \"out_of_order\": %llu, "
         "\"foreign\": %llu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, "
         "\"deliveries_per_s\": %.0f, \"cpu_s\": %.3f, \"cpu_s_per_1m\": %.3f, "
-        "\"driver_cpu_s\": %.3f, \"driver_cpu_s_per_1m\": %.3f}\n",
+        "\"driver_cpu_s\": %.3f, \"driver_cpu_s_per_1m\": %.3f, \"first_publish_s\": %.6f, "
+        "\"last_delivery_s\": %.6f}\n",
         json_escape(r.o.label).c_str(), r.o.holds, r.opened, r.failed, r.dropped, open_s,
         r.opened ? double(r.rss_holds - r.rss_before) / r.opened : 0.0, r.published,
         r.publish_errors, static_cast<unsigned long long>(r.delivered),
@@ -689,7 +713,8 @@ int main(int argc, char** argv) {
         lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end()) / 1000.0,
         span > 0 ? double(r.delivered) / span : 0.0, cpu,
         r.delivered ? cpu / double(r.delivered) * 1e6 : 0.0, own_cpu,
-        r.delivered ? own_cpu / double(r.delivered) * 1e6 : 0.0);
+        r.delivered ? own_cpu / double(r.delivered) * 1e6 : 0.0, double(r.first_publish) / 1e9,
+        double(r.last_delivery) / 1e9);
     // 0 only for a clean run: every stream open and kept, every event
     // delivered to each once and in order.
     const bool clean = r.opened == r.o.holds && r.dropped == 0 && want > 0 && r.delivered == want &&

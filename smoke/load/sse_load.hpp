@@ -32,6 +32,8 @@ struct Options {
     std::string url, publish_url, publish_body = "{data}", label, cafile;
     std::vector<std::string> publish_headers;
     int holds = 1000, channels = 1, connecting = 500, sources = 0;
+    int source_first = 0;  // the first source address: 127.0.0.(1 + source_first)
+    std::string go_file;   // once every stream is open, wait for this file to exist
     double rate = 20, seconds = 10, open_timeout = 60, drain_timeout = 5;
     int burst = 0, storm = 0, pad = 0;
     int streams = 0;     // HTTP/2 streams a connection; 0: HTTP/1.1
@@ -73,6 +75,8 @@ struct Run {
     std::unique_ptr<Conn> publisher;
     int next_to_open = 0, connecting = 0, opened = 0, failed = 0, dropped = 0;
     int64_t open_deadline = 0;
+    int64_t go_deadline = 0;  // --go-file: past it, the events start without it
+    bool said_open = false;   // --go-file: "open N" written
     // Publishing.
     int total_events = 0, published = 0, answered = 0, publish_errors = 0;
     std::vector<int> per_channel;  // events published on each channel
