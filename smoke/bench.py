@@ -19,10 +19,14 @@ for the servers' RSS and CPU)
                        (smoke/bench_pushpin.py)
 
     steady   N holds on 10 channels, 20 events/s for --seconds: RSS per hold,
-             p50/p99 publish-to-receive, CPU seconds per million deliveries;
-             the driver's own CPU per million deliveries, and per event (to
-             read its holds/channels deliveries: on shared cores, a floor
-             under the p99 that no server can go below)
+             p50/p99 publish-to-receive counted from when each event was due
+             by the rate (a publisher held up by slow answers counts the
+             wait, as wrk2 corrects coordinated omission), the p99 from its
+             send beside it, CPU seconds per million deliveries; the
+             driver's own CPU per million deliveries, and per event (to read
+             its holds/channels deliveries: on shared cores, a floor under
+             the p99 that no server can go below), and the p99 above that
+             floor (the targets' p99)
     burst    1000 holds on one channel, 1000 events back to back:
              deliveries/s, CPU seconds per million deliveries
     storm    a reconnect storm (not Pushpin, which keeps no history): 200
@@ -137,6 +141,18 @@ TARGETS = {
     "head_p99_ms": ("mojo hold head p99 behind busy Python, ms", "lower", 1.0, None),
 }
 
+# The hold rows' targets, raised where the first ones were met (issue 28's
+# part 4); the steady p99's is on what the server adds above the driver's
+# floor (p99_over_floor_ms). The tls and ws parts keep TARGETS: their
+# issues ask the first ratios over TLS, HTTP/2 and WebSocket.
+HOLD_TARGETS = dict(TARGETS, **{
+    "deliveries_per_s": ("burst deliveries/s", "higher", 3.0, "nchan"),
+    "cpu_s_per_1m": ("CPU s per 1M deliveries", "lower", 0.4, "nchan"),
+    "burst_cpu_s_per_1m": ("burst CPU s per 1M deliveries", "lower", 0.25, "nchan"),
+    "p99_over_floor_ms": ("p99 publish->receive above the driver's floor", "lower", 0.3, "nchan"),
+})
+del HOLD_TARGETS["p99_ms"]
+
 # The request rows' ratios: (server, against, TARGETS key).
 REQUEST_RATIOS = [("m0serve", "gunicorn", "requests_per_s/gunicorn"),
                   ("m0serve", "uwsgi", "requests_per_s/uwsgi"),
@@ -147,8 +163,8 @@ REQUEST_RATIOS = [("m0serve", "gunicorn", "requests_per_s/gunicorn"),
                   ("m0-hello", "m0-hello-1t", "hello_per_s/1t")]
 
 
-def target_text(key):
-    t = TARGETS.get(key)
+def target_text(key, targets=None):
+    t = (TARGETS if targets is None else targets).get(key)
     return "-" if t is None else "%s%g" % ("<=" if t[1] == "lower" else ">=", t[2])
 
 
@@ -342,6 +358,9 @@ def run_holds(args, run, plan, servers, out, results):
             # the first arrives, whatever the server, on cores it shares.
             if fig.get("driver_cpu_s_per_1m") is not None:
                 fig["driver_ms_per_event"] = fig["driver_cpu_s_per_1m"] / 1e3 * holds / channels
+                # The p99 above that floor: what the server adds to it.
+                if mode == "steady":
+                    fig["p99_over_floor_ms"] = max(0.0, fig["p99_ms"] - fig["driver_ms_per_event"])
             record(out, results, ("holds", mode, holds, kind), fig, run=run, part="holds", mode=mode,
                    server=kind)
             print("bench: run %d %s %d holds %-17s p99 %.1f ms, %.0f deliveries/s, %.2f CPU s/1M, "
@@ -407,20 +426,20 @@ def table_holds(args, plan, servers, results):
         keys = {"burst": ["deliveries_per_s", "cpu_s_per_1m", "delivered_pct"],
                 "storm": ["rss_per_hold_bytes", "p50_ms", "p99_ms", "deliveries_per_s", "cpu_s_per_1m",
                           "delivered_pct"]}.get(mode, [
-            "rss_per_hold_bytes", "p50_ms", "p99_ms", "cpu_s_per_1m", "delivered_pct",
-            "driver_cpu_s_per_1m", "driver_ms_per_event"])
+            "rss_per_hold_bytes", "p50_ms", "p99_ms", "p99_sent_ms", "p99_over_floor_ms", "publish_lag_max_ms",
+            "cpu_s_per_1m", "delivered_pct", "driver_cpu_s_per_1m", "driver_ms_per_event"])
         for key in keys:
             med = {k: median(results.get(("holds", mode, holds, k), []), key) for k in servers}
             tkey = key if mode == "steady" else mode + "_" + key
-            if mode == "burst" and tkey not in TARGETS:
+            if mode == "burst" and tkey not in HOLD_TARGETS:
                 tkey = key  # the burst's deliveries/s is the one target of that name
             ratio = {k: (med[k] / med[base] if base and med[base] and med[k] is not None else None)
                      for k in m0}
             print(("%-7s %6d  %-19s" + " %11s" * len(cols)) % tuple(
                 [mode, holds, key] + [fmt(med[k]) for k in peers + m0]
-                + ([fmt(ratio[k]) for k in m0] if base else []) + [target_text(tkey)]))
+                + ([fmt(ratio[k]) for k in m0] if base else []) + [target_text(tkey, HOLD_TARGETS)]))
             for k, r in ratio.items():
-                if r is not None and key in TARGETS:
+                if r is not None and key in HOLD_TARGETS:
                     emit.emit("bench-%s-%s-%d-%s-ratio" % (k, mode, holds, key.replace("_", "-")),
                               round(r, 4), "ratio", out=open(os.devnull, "w"))
 

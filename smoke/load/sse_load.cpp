@@ -11,7 +11,11 @@
 // `Connection: close`, as Pushpin's control port does), at --rate events/s
 // for --seconds, or --burst events back to back. Each event's data is
 // `seq=N t=NS` (t: the driver's CLOCK_MONOTONIC when the POST was sent), so
-// every delivery gives its publish-to-receive latency. Responses and streams
+// every delivery gives its publish-to-receive latency. At a steady rate
+// the figures count from when each event was due by the rate (the first
+// event's send plus (N-1)/rate): an event sent late because the answer to
+// the one before it was slow counts its wait, as wrk2 corrects coordinated
+// omission; the latency from the send is reported beside it. Responses and streams
 // are read with http-parser (chunked or not); event lines are found in the
 // decoded body. A stream answered other than 200 counts as failed at once,
 // whether or not the server then closes it.
@@ -142,6 +146,17 @@ constexpr int kProbe = -2;  // Conn::index of the --storm probe; -1: the publish
 // --burst and --storm publish each event once the last is answered.
 bool chained(const Run& r) { return r.o.burst > 0 || r.o.storm > 0; }
 
+// At a steady rate: when event `seq` is due (the first's send plus (seq-1)/rate).
+int64_t due_of(const Run& r, int seq) {
+    return r.first_publish + int64_t(double(seq - 1) / r.o.rate * 1e9);
+}
+
+// At a steady rate: whether the next event is due now.
+bool next_due(const Run& r) {
+    return !chained(r) && r.published < r.total_events &&
+           (!r.first_publish || now_ns() >= due_of(r, r.published + 1));
+}
+
 void open_more(Run& r);
 void on_body_line(Conn& c, std::string_view line);
 void start_storm(Run& r);
@@ -206,7 +221,8 @@ int on_message_complete(http_parser* p) {
         r.publisher_closing = true;
         return 0;
     }
-    if (chained(r)) publish_next(r);
+    // Steady: an event that came due while this answer was awaited goes now.
+    if (chained(r) || next_due(r)) publish_next(r);
     return 0;
 }
 
@@ -263,9 +279,11 @@ void stream_event(Conn& c, std::string_view line) {
     c.last_seq = std::max(c.last_seq, seq);
     r.delivered++;
     r.last_delivery = r.last_progress = now;
-    if (r.o.storm == 0)
-        r.latency_us.push_back(uint32_t(std::min<int64_t>((now - t) / 1000, UINT32_MAX)));
-    else if (++c.got == r.o.storm - 1)  // caught up: from its connect to its last event
+    if (r.o.storm == 0) {
+        const int64_t due = seq < r.due_ns.size() && r.due_ns[seq] ? r.due_ns[seq] : t;
+        r.latency_us.push_back(uint32_t(std::min<int64_t>((now - due) / 1000, UINT32_MAX)));
+        r.sent_latency_us.push_back(uint32_t(std::min<int64_t>((now - t) / 1000, UINT32_MAX)));
+    } else if (++c.got == r.o.storm - 1)  // caught up: from its connect to its last event
         r.latency_us.push_back(
             uint32_t(std::min<int64_t>((now - c.connect_ns) / 1000, UINT32_MAX)));
 }
@@ -427,7 +445,12 @@ void publish_next(Run& r) {
     int seq = ++r.published;
     int ch = (seq - 1) % r.o.channels;
     r.per_channel[size_t(ch)]++;
-    std::string data = "seq=" + std::to_string(seq) + " t=" + std::to_string(now_ns());
+    const int64_t sent = now_ns();
+    std::string data = "seq=" + std::to_string(seq) + " t=" + std::to_string(sent);
+    // Due: by the rate's schedule from the first send; a burst's at its send.
+    const int64_t due = !chained(r) && r.first_publish ? due_of(r, seq) : sent;
+    r.due_ns[size_t(seq)] = due;
+    r.publish_lag_max = std::max(r.publish_lag_max, sent - due);
     if (r.o.pad > 0) data += " " + std::string(size_t(r.o.pad), 'x');
     std::string body =
         replace_all(replace_all(r.o.publish_body, "{ch}", channel_name(ch)), "{data}", data);
@@ -438,7 +461,14 @@ void publish_next(Run& r) {
     req += "\r\n" + body;
     r.publish_pending = true;
     bufferevent_write(r.publisher->bev, req.data(), req.size());
-    if (!r.first_publish) r.first_publish = now_ns();
+    if (!r.first_publish) r.first_publish = sent;
+    // Steady: a timer for the next event's due time (the tick's 1 ms would
+    // send it up to a tick late, and the latency counts from when it was due).
+    if (!chained(r) && r.published < r.total_events) {
+        const int64_t wait = std::max<int64_t>(0, due_of(r, r.published + 1) - now_ns());
+        timeval tv{time_t(wait / 1000000000), suseconds_t(wait % 1000000000 / 1000)};
+        event_add(r.due_timer, &tv);
+    }
 }
 
 uint64_t expected(const Run& r) {
@@ -469,6 +499,8 @@ void start_publishing(Run& r) {
     r.total_events = r.o.burst > 0 ? r.o.burst : int(r.o.rate * r.o.seconds);
     r.per_channel.assign(size_t(r.o.channels), 0);
     r.latency_us.reserve(size_t(r.total_events) * size_t(r.opened) + 16);
+    r.sent_latency_us.reserve(r.latency_us.capacity());
+    r.due_ns.assign(size_t(r.total_events) + 1, 0);
     r.publisher = std::make_unique<Conn>();
     r.publisher->run = &r;
     connect_publisher(r);
@@ -526,7 +558,7 @@ void on_tick(evutil_socket_t, short, void* arg) {
         start_publishing(r);
         return;
     }
-    if (r.storm_start && ++storm_ticks % 20 == 0)
+    if (r.storm_start && ++storm_ticks % 4 == 0)
         r.rss_peak = std::max(r.rss_peak, rss_bytes(r.pids));
     if (phase == Phase::publishing && r.o.burst == 0 && r.o.storm == 0) {
         // Steady rate: the events due by now, one at a time.
@@ -663,7 +695,11 @@ int main(int argc, char** argv) {
         die("--handshakes wants an https:// --url");
     }
     raise_fd_limit();
-    r.base = event_base_new();
+    // Timers to the microsecond (timerfd): the steady events go when due.
+    event_config* cfg = event_config_new();
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+    r.base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
     r.pids = with_descendants(r.o.server_pids);
     if (r.o.handshakes > 0) return run_handshakes(r);
     r.rss_before = rss_bytes(r.pids);
@@ -676,8 +712,17 @@ int main(int argc, char** argv) {
     else
         open_more(r);
     r.tick = event_new(r.base, -1, EV_PERSIST, on_tick, &r);
-    // The tick paces the steady rate: 1 ms, fine enough for 1000 events/s.
-    timeval every{0, 1000};
+    r.due_timer = event_new(
+        r.base, -1, 0,
+        [](evutil_socket_t, short, void* arg) {
+            Run& run = *static_cast<Run*>(arg);
+            if (next_due(run)) publish_next(run);
+        },
+        &r);
+    // The tick looks for the end, the opened streams and a storm's peak
+    // every 5 ms (the steady events have their own timer: a tick of 1 ms
+    // cost the driver 1000 wake-ups a second, counted in its floor).
+    timeval every{0, 5000};
     event_add(r.tick, &every);
     // Connections finishing their heads let more start.
     event* refill = event_new(
@@ -694,7 +739,7 @@ int main(int argc, char** argv) {
         double(r.last_delivery - (r.o.storm > 0 ? r.storm_start : r.first_publish)) / 1e9;
     // A storm's RSS: the most the server grew by while it replayed.
     if (r.o.storm > 0) r.rss_holds = std::max(r.rss_peak, rss_bytes(r.pids));
-    std::vector<uint32_t> lat = r.latency_us;
+    std::vector<uint32_t> lat = r.latency_us, sent_lat = r.sent_latency_us;
     std::printf(
         "{\"label\": \"%s\", \"holds\": %d, \"holds_open\": %d, \"failed\": %d, \"dropped\": %d, "
         "\"open_s\": %.3f, "
@@ -703,7 +748,8 @@ int main(int argc, char** argv) {
         "\"foreign\": %llu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, "
         "\"deliveries_per_s\": %.0f, \"cpu_s\": %.3f, \"cpu_s_per_1m\": %.3f, "
         "\"driver_cpu_s\": %.3f, \"driver_cpu_s_per_1m\": %.3f, \"first_publish_s\": %.6f, "
-        "\"last_delivery_s\": %.6f}\n",
+        "\"last_delivery_s\": %.6f, \"p50_sent_ms\": %.3f, \"p99_sent_ms\": %.3f, "
+        "\"publish_lag_max_ms\": %.3f}\n",
         json_escape(r.o.label).c_str(), r.o.holds, r.opened, r.failed, r.dropped, open_s,
         r.opened ? double(r.rss_holds - r.rss_before) / r.opened : 0.0, r.published,
         r.publish_errors, static_cast<unsigned long long>(r.delivered),
@@ -714,7 +760,8 @@ int main(int argc, char** argv) {
         span > 0 ? double(r.delivered) / span : 0.0, cpu,
         r.delivered ? cpu / double(r.delivered) * 1e6 : 0.0, own_cpu,
         r.delivered ? own_cpu / double(r.delivered) * 1e6 : 0.0, double(r.first_publish) / 1e9,
-        double(r.last_delivery) / 1e9);
+        double(r.last_delivery) / 1e9, percentile(sent_lat, 0.5), percentile(sent_lat, 0.99),
+        double(r.publish_lag_max) / 1e6);
     // 0 only for a clean run: every stream open and kept, every event
     // delivered to each once and in order.
     const bool clean = r.opened == r.o.holds && r.dropped == 0 && want > 0 && r.delivered == want &&

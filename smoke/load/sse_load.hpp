@@ -85,12 +85,19 @@ struct Run {
     int64_t first_publish = 0, last_delivery = 0, last_progress = 0;
     // Deliveries.
     uint64_t delivered = 0, duplicates = 0, out_of_order = 0, foreign = 0;
-    std::vector<uint32_t> latency_us;
+    // Each delivery's latency from its event's due time (steady: the rate's
+    // schedule, so a publisher held up by slow answers does not hide the
+    // wait, as wrk2 corrects coordinated omission; burst: its send), and
+    // from its send (the `t=` in its data).
+    std::vector<uint32_t> latency_us, sent_latency_us;
+    std::vector<int64_t> due_ns;  // by seq: when the event was due
+    int64_t publish_lag_max = 0;  // the most an event was sent after it was due
     std::vector<int> pids;
     double cpu_before = 0;
     double own_cpu_before = 0;  // own_cpu_seconds() when publishing began
     int64_t rss_before = 0, rss_holds = 0;
     event* tick = nullptr;
+    event* due_timer = nullptr;  // steady: the next event's due time
     // --storm: the stream that reads the events first, the id of the first,
     // and when the other streams began to open.
     std::unique_ptr<Conn> probe;
