@@ -340,8 +340,24 @@ def record(out, results, key, fig, **labels):
     results.setdefault(key, []).append(fig)
 
 
+def send_floor(args, run, holds, channels, out, results):
+    """build/send_floor beside the driver: the kernel's CPU a delivery with
+    no server around it (smoke/load/send_floor.cpp), the steady rows' load."""
+    tool = os.path.join(os.path.dirname(args.driver), "send_floor")
+    if not os.path.exists(tool) or holds > resource.getrlimit(resource.RLIMIT_NOFILE)[1] - 64:
+        return
+    got = subprocess.run([tool, "--holds", str(holds), "--channels", str(channels), "--rate", str(int(args.rate)),
+                          "--seconds", str(int(args.seconds))], stdout=subprocess.PIPE, timeout=600)
+    fig = json.loads(got.stdout.decode().strip().splitlines()[-1])
+    fig["clean"] = got.returncode == 0
+    record(out, results, ("holds", "steady", holds, "send-floor"), fig, run=run, part="holds", mode="steady",
+           server="send-floor")
+
+
 def run_holds(args, run, plan, servers, out, results):
     for mode, holds, channels in plan:
+        if mode == "steady":
+            send_floor(args, run, holds, channels, out, results)
         for kind in plan_servers(mode, servers):
             with tempfile.TemporaryDirectory(prefix="m0bench-") as tmp:
                 # A storm's history holds every event it replays (m0serve's
@@ -438,6 +454,12 @@ def table_holds(args, plan, servers, results):
             print(("%-7s %6d  %-19s" + " %11s" * len(cols)) % tuple(
                 [mode, holds, key] + [fmt(med[k]) for k in peers + m0]
                 + ([fmt(ratio[k]) for k in m0] if base else []) + [target_text(tkey, HOLD_TARGETS)]))
+            floor = median(results.get(("holds", mode, holds, "send-floor"), []), key)
+            if key == "cpu_s_per_1m" and floor is not None:
+                print("%-7s %6d  %-19s %11s  (send_floor: one send a delivery, no server; the lowest "
+                      "ratio a server that writes each delivery can reach: %s)" % (
+                          mode, holds, "kernel_floor", fmt(floor),
+                          fmt(floor / med[base]) if base and med[base] else "-"))
             for k, r in ratio.items():
                 if r is not None and key in HOLD_TARGETS:
                     emit.emit("bench-%s-%s-%d-%s-ratio" % (k, mode, holds, key.replace("_", "-")),

@@ -162,6 +162,7 @@ void on_body_line(Conn& c, std::string_view line);
 void start_storm(Run& r);
 
 void publish_next(Run& r);
+void arm_due_timer(Run& r);
 
 void stream_head(Conn& c, int status) {
     if (c.index == kProbe) {
@@ -462,13 +463,18 @@ void publish_next(Run& r) {
     r.publish_pending = true;
     bufferevent_write(r.publisher->bev, req.data(), req.size());
     if (!r.first_publish) r.first_publish = sent;
-    // Steady: a timer for the next event's due time (the tick's 1 ms would
-    // send it up to a tick late, and the latency counts from when it was due).
-    if (!chained(r) && r.published < r.total_events) {
-        const int64_t wait = std::max<int64_t>(0, due_of(r, r.published + 1) - now_ns());
-        timeval tv{time_t(wait / 1000000000), suseconds_t(wait % 1000000000 / 1000)};
-        event_add(r.due_timer, &tv);
-    }
+    arm_due_timer(r);
+}
+
+// Steady: a timer for the next event's due time (the tick would send it up
+// to a tick late, and the latency counts from when it was due). libevent
+// counts a timeout from the loop turn's cached time, so the timer may fire a
+// little early: then it is armed again for what is left.
+void arm_due_timer(Run& r) {
+    if (chained(r) || r.published >= r.total_events) return;
+    const int64_t wait = std::max<int64_t>(0, due_of(r, r.published + 1) - now_ns());
+    timeval tv{time_t(wait / 1000000000), suseconds_t(wait % 1000000000 / 1000)};
+    event_add(r.due_timer, &tv);
 }
 
 uint64_t expected(const Run& r) {
@@ -716,7 +722,10 @@ int main(int argc, char** argv) {
         r.base, -1, 0,
         [](evutil_socket_t, short, void* arg) {
             Run& run = *static_cast<Run*>(arg);
-            if (next_due(run)) publish_next(run);
+            if (next_due(run))
+                publish_next(run);
+            else if (!run.publish_pending)
+                arm_due_timer(run);
         },
         &r);
     // The tick looks for the end, the opened streams and a storm's peak
