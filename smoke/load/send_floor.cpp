@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc; ++i)
         if (std::strcmp(argv[i], "--help") == 0) {
             std::puts(
-                "usage: send_floor [--holds N] [--channels K] [--rate R] [--seconds S] [--bytes B]\n"
+                "usage: send_floor [--holds N] [--channels K] [--rate R] [--seconds S] [--bytes "
+                "B]\n"
                 "  each of R events a second for S seconds is one send of B bytes to each of\n"
                 "  the N/K loopback TCP connections of its channel; prints this process's\n"
                 "  CPU a delivery (defaults: 1000, 10, 20, 10, 90)");
