@@ -35,11 +35,24 @@
 // entries: about 1 KB, where the bufferevent alone was about 900 bytes.
 //
 // TLS: a hold on a TLS connection is never lean and nothing is written to
-// its socket but by its OpenSSL bufferevent (a byte sent around it would
-// break the record stream): staged bytes are appended to its output, by
-// reference or copied as below, and OpenSSL encrypts them as the socket
-// takes them. The SSL (its buffers released while idle) costs more than the
-// bufferevent that going lean saves; README's TLS section has the figures.
+// its socket but through its SSL (a byte sent around it would break the
+// record stream). The SSL (its buffers released while idle) costs more than
+// the bufferevent that going lean saves; README's TLS section has the
+// figures. When its output is empty, a flush gathers the staged bytes (at
+// most one record, kTlsDirectMax) and hands them to SSL_write itself, as the
+// plain path sends them at once: no append to the output, no write event
+// enabled and disabled (two epoll_ctl a delivery). What SSL_write does not
+// take goes to the output and the OpenSSL bufferevent writes it when the
+// socket is writable, as before. SSL_write that wants to be called again
+// (the socket full, part of the record sent) keeps the record it made and
+// must be given the same bytes again, at least as many: they are appended
+// as one copied chain, which is the first thing the bufferevent hands
+// SSL_write (libevent sets SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, so the
+// bytes may move); the staged bytes after them follow. Any other failure
+// leaves the bytes in the output too, and the bufferevent's own write
+// reports the error and the connection closes, as on the plain path. The
+// thread's OpenSSL error queue is cleared before and after, so a failure
+// here is never read as another connection's.
 //
 // Order: staged bytes go after whatever is already in the output (a hold's
 // head the socket would not take, a stream's earlier bytes); when the
@@ -62,6 +75,9 @@
 // retry hint and the close follow the events before them; close_conn drops
 // them with the connection (the references go with Conn::staged).
 #include <event2/buffer.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -86,6 +102,9 @@ constexpr size_t kMaxIov = 64;
 // sendmsg, a slice keeps them waiting well under a millisecond, where one
 // event fanned out to 10000 holds would keep them waiting tens.
 constexpr size_t kFlushSlice = 64;
+// A TLS flush hands SSL_write at most one record's bytes itself (RFC 8446
+// §5.1: 2^14); more goes through the output.
+constexpr size_t kTlsDirectMax = 16384;
 
 std::atomic<size_t> output_refs{0};  // any thread reads: references the outputs hold
 
@@ -272,6 +291,8 @@ void Server::flush_staged(Conn& c) {
         // too, and the bufferevent's own write reports the error (on_event).
         ssize_t r = send_pieces(c.fd, c.staged, 0);
         if (r > 0) sent = static_cast<size_t>(r);
+    } else if (ahead == 0 && c.staged_bytes <= kTlsDirectMax) {
+        sent = tls_send_now(c, out);
     }
     for (const SharedBytes& b : c.staged) {
         if (sent >= b->size()) {
@@ -289,6 +310,26 @@ void Server::flush_staged(Conn& c) {
     size_t left = evbuffer_get_length(out);
     if (was_over && c.phase == Phase::holding && left <= cfg_.hold_buffer_limit)
         holds_.drained(c.slot, left, monotonic_seconds());
+}
+
+size_t Server::tls_send_now(Conn& c, evbuffer* out) {
+    SSL* ssl = bufferevent_openssl_get_ssl(c.bev);
+    if (!ssl || !SSL_is_init_finished(ssl)) return 0;
+    tls_gather_.clear();
+    for (const SharedBytes& b : c.staged) tls_gather_.append(b->data(), b->size());
+    ERR_clear_error();
+    const int r = SSL_write(ssl, tls_gather_.data(), static_cast<int>(tls_gather_.size()));
+    if (r > 0) {  // one record: all of it
+        ++tls_sent_now;
+        return static_cast<size_t>(r);
+    }
+    const int e = SSL_get_error(ssl, r);
+    ERR_clear_error();
+    if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) return 0;
+    // The record SSL_write made waits for these bytes again: one chain.
+    evbuffer_add(out, tls_gather_.data(), tls_gather_.size());
+    ++tls_sent_later;
+    return tls_gather_.size();
 }
 
 // ---- lean holds ---------------------------------------------------------

@@ -293,6 +293,9 @@ class Server final : private HoldSink {
     // Tests only (loop thread): called after each slice of a flush of holds'
     // output with the connections flushed so far in that flush.
     std::function<void(size_t flushed)> on_flush_slice;
+    // Tests and the bench (loop thread): TLS flushes SSL_write took whole at
+    // once, and those whose record waits for the socket in the output.
+    size_t tls_sent_now = 0, tls_sent_later = 0;
 
   private:
     struct Conn;
@@ -448,6 +451,9 @@ class Server final : private HoldSink {
     void schedule_flush();
     void flush_staged();
     void flush_staged(Conn& c);
+    // A TLS connection with an empty output: its staged bytes through its
+    // SSL at once; the bytes taken from `staged` (the rest goes to `out`).
+    size_t tls_send_now(Conn& c, evbuffer* out);
     // Lean holds (hold_output.cpp): a hold whose head has left drops its
     // bufferevent for one event and a queue of shared bytes.
     void go_lean(Conn& c);
@@ -600,6 +606,7 @@ class Server final : private HoldSink {
     std::minstd_rand rng_{std::random_device{}()};
     time_t date_time_ = 0;
     std::string date_;
+    std::string tls_gather_;  // loop thread: tls_send_now's one record
 };
 
 }  // namespace m0::server

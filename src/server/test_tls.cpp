@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -144,6 +145,23 @@ uint16_t listen_tls(ServerRig& rig) {
 }
 
 constexpr char kGet[] = "GET /x HTTP/1.1\r\nHost: localhost\r\n\r\n";
+
+// The server's end of the loopback connection `client` (an fd of this
+// process whose peer is the client's address), or -1.
+int peer_fd(int client) {
+    sockaddr_storage mine{};
+    socklen_t mine_len = sizeof mine;
+    if (::getsockname(client, reinterpret_cast<sockaddr*>(&mine), &mine_len) != 0) return -1;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        const int fd = std::stoi(e.path().filename().string());
+        sockaddr_storage peer{};
+        socklen_t len = sizeof peer;
+        if (fd != client && ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+            len == mine_len && std::memcmp(&peer, &mine, len) == 0)
+            return fd;
+    }
+    return -1;
+}
 
 }  // namespace
 
@@ -303,6 +321,78 @@ TEST_CASE(
     CHECK(got("data: three\n\n"));
     CHECK(c.in.find("data: two") < c.in.find("data: three"));
     CHECK_FALSE(c.eof);
+    CHECK(rig.server->holds() == 1);
+}
+
+TEST_CASE(
+    "tls: a hold's events go to SSL_write at once while its output is empty; a record the "
+    "socket would not take waits in the output, and every event arrives whole and in order",
+    "[tls][hold]") {
+    Certs certs;
+    ServerConfig cfg = tls_config(certs, 52);
+    cfg.hold_buffer_limit = 16u << 20;  // the client reads late, not slowly: kept
+    HoldRig rig(std::move(cfg));
+    TlsClient c(listen_tls(rig));
+    REQUIRE(rig.step_until([&] { return c.handshake(); }));
+    // The server's end takes little: its socket fills within a few hundred KiB.
+    const int server_fd = peer_fd(c.fd);
+    REQUIRE(server_fd >= 0);
+    const int small = 4096;
+    REQUIRE(::setsockopt(server_fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof small) == 0);
+    REQUIRE(c.write("GET /native/hold?channel=c HTTP/1.1\r\nHost: h\r\n\r\n"));
+    REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+    REQUIRE(rig.pool->pool().run_next());
+    REQUIRE(rig.step_until([&] {
+        c.pump();
+        return c.in.find(": mojo hold\n\n") != std::string::npos;
+    }));
+    // Events of 1500 bytes, one a flush.
+    auto payload = [](int i) {
+        std::string p = "e" + std::to_string(i) + ":";
+        while (p.size() < 1500) p += static_cast<char>('a' + (i + p.size()) % 26);
+        return p;
+    };
+    const int n = 300;
+    size_t flushes = 0;
+    rig.server->on_flush_slice = [&](size_t) { ++flushes; };
+    for (int i = 0; i < n; ++i) {
+        const size_t before = flushes;
+        REQUIRE(rig.bus.publish("c", payload(i)).ok());
+        REQUIRE(rig.step_until([&] { return flushes > before; }));
+        // The first half fills the socket; in the second the client reads
+        // now and then, so the socket takes more while records wait.
+        if (i >= n / 2 && i % 2 == 1) c.pump();
+    }
+    INFO("SSL_write took " << rig.server->tls_sent_now << " flushes at once, "
+                           << rig.server->tls_sent_later << " waited");
+    CHECK(rig.server->tls_sent_now > 0);
+    CHECK(rig.server->tls_sent_later > 0);  // a record waited for the socket
+    // Read everything: each event whole, in order, once.
+    REQUIRE(rig.step_until(
+        [&] {
+            c.pump();
+            return c.in.find(payload(n - 1)) != std::string::npos || c.eof;
+        },
+        10000ms));
+    size_t at = 0;
+    for (int i = 0; i < n; ++i) {
+        const std::string event = "data: " + payload(i) + "\n\n";
+        const size_t next = c.in.find(event, at);
+        INFO("event " << i);
+        REQUIRE(next != std::string::npos);
+        CHECK(c.in.find(event, next + 1) == std::string::npos);  // once
+        at = next;
+    }
+    CHECK(c.in.find("data: ", at + 1) == std::string::npos);  // nothing after the last
+    CHECK_FALSE(c.eof);
+    // Drained: the next event goes to SSL_write at once again.
+    const size_t now = rig.server->tls_sent_now;
+    REQUIRE(rig.bus.publish("c", "after").ok());
+    REQUIRE(rig.step_until([&] {
+        c.pump();
+        return c.in.find("data: after\n\n") != std::string::npos;
+    }));
+    CHECK(rig.server->tls_sent_now == now + 1);
     CHECK(rig.server->holds() == 1);
 }
 
