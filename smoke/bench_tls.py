@@ -88,6 +88,15 @@ def run(args, run_no, out, results, record, drive, make_server, certs):
                           run_no + 1, name, mode, holds, kind, fig["rss_per_hold_bytes"], fig["p99_ms"],
                           fig["deliveries_per_s"], fig["cpu_s_per_1m"], fig["delivered"], fig["expected"],
                           "clean" if fig["clean"] else "NOT CLEAN"), flush=True)
+    # OpenSSL's own state for an idle connection, no server around it
+    # (smoke/load/tls_floor.cpp): the floor under an idle TLS hold's memory.
+    tool = os.path.join(os.path.dirname(args.driver), "tls_floor")
+    if os.path.exists(tool):
+        n = int(args.tls_holds.split(",")[0])
+        p = subprocess.run([tool, "--connections", str(n)], stdout=subprocess.PIPE, timeout=300)
+        fig = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        fig["clean"] = p.returncode == 0
+        record(out, results, ("tls", "floor"), fig, run=run_no, part="tls", mode="floor", server="tls_floor")
     for kind in SERVERS:
         with tempfile.TemporaryDirectory(prefix="m0bench-tls-") as tmp:
             srv = make_server(kind, args.binary, 64, tmp, tls=certs.tls)
@@ -136,6 +145,16 @@ def table(args, results, targets, target_text):
                     emit.emit("bench-tls-%s-%s-%d-%s-ratio" % (name.replace("/", ""), mode, holds,
                                                                key.replace("_", "-")),
                               round(ratio, 4), "ratio", out=open(os.devnull, "w"))
+    floor = median(results.get(("tls", "floor"), []), "rss_per_connection_bytes")
+    if floor is not None:
+        heap = median(results.get(("tls", "floor"), []), "heap_per_connection_bytes")
+        for mode, holds in plan:
+            nchan = median(results.get(("tls", "tls-h1", mode, holds, "nchan"), []), "rss_per_hold_bytes")
+            if mode == "steady" and nchan:
+                print("OpenSSL's floor (tls_floor: an idle TLS 1.3 connection's server SSL, buffers released, "
+                      "nothing else): %s bytes RSS, %s of malloc's; the lowest tls-h1 rss_per_hold_bytes ratio "
+                      "an OpenSSL server can reach at %d holds: %s" % (fmt(floor), fmt(heap), holds,
+                                                                       fmt(floor / nchan)))
     # An HTTP/2 hold's memory against a plain HTTP/1.1 hold's, on m0serve.
     for mode, holds in plan:
         if mode != "steady":
