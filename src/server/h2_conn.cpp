@@ -136,7 +136,18 @@ struct Server::H2Io {
         return 0;
     }
 
-    static int frame_send(nghttp2_session*, const nghttp2_frame* f, void* p) {
+    static int frame_send(nghttp2_session* s, const nghttp2_frame* f, void* p) {
+        if (f->hd.type == NGHTTP2_DATA) {
+            auto* st =
+                static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(s, f->hd.stream_id));
+            const bool ended = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+            if (!st || !(st->item_ending || ended)) return 0;
+            // The item's last frame (nghttp2 has let the item go): what was
+            // queued since, or the stream's end, goes in a new one.
+            st->item = st->item_ending = false;
+            if (!ended) conn(p).server->h2_submit_data(conn(p), *st);
+            return 0;
+        }
         // A RST_STREAM for the client's frames (PROTOCOL_ERROR, STREAM_CLOSED,
         // FLOW_CONTROL_ERROR, REFUSED_STREAM, ...): the library's, for a
         // stream error the client caused. CANCEL and INTERNAL_ERROR are the
@@ -362,6 +373,12 @@ void Server::h2_arm(Conn& c, double at) {
 size_t Server::h2_streams() const {
     size_t n = 0;
     for (const auto& e : slots_) n += e.stream ? 1 : 0;
+    return n;
+}
+
+size_t Server::h2_data_items() const {
+    size_t n = 0;
+    for (const auto& e : slots_) n += e.stream && e.stream->item ? 1 : 0;
     return n;
 }
 

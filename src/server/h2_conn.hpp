@@ -44,8 +44,14 @@ struct H2Stream {
     bool head_request = false;
     bool submitted = false;  // its response HEADERS are queued on the session
     bool deferred = false;   // the data provider waits for bytes (resume_data)
-    bool eof = false;        // after `out`, END_STREAM
-    int refuse = 0;          // receiving: its answer once the request ends (431, 413)
+    // A DATA item of ours is on the session (a data provider attached), and
+    // its provider has said EOF (the item goes once that frame is sent). A
+    // hold's item lasts while its queue has bytes: an idle hold keeps none
+    // (nghttp2's item is about 150 bytes), the next event submits one.
+    bool item = false;
+    bool item_ending = false;
+    bool eof = false;  // after `out`, END_STREAM
+    int refuse = 0;    // receiving: its answer once the request ends (431, 413)
     // Receiving: its head, then its body; gone once dispatched (a hold keeps
     // nothing of its request).
     std::unique_ptr<http::Request> req;

@@ -9,13 +9,14 @@
 // queue (a hold's events by reference, as a lean hold keeps them), which
 // the session's data provider drains as the stream's window and the
 // connection's output allow; an empty queue defers the provider, and a
-// write resumes it. So `out` is the stream's backlog: a hold whose window
-// stays closed passes --hold-buffer-limit and is a slow reader by the same
-// rule as an HTTP/1.1 one (its retry hint queued, RST_STREAM if it is not
-// taken within --hold-drain-timeout), and the other streams of the
-// connection are not held up by it. A streamed answer's producer waits on
-// the same queue (StreamState). A file answer is read (pread) as the
-// window allows, never whole.
+// write resumes it. A hold's stream keeps its DATA item only while its
+// queue has bytes: the frame that takes the queue whole ends the item (not
+// the stream), and the next write submits another, so an idle hold holds
+// nothing on the session but nghttp2's stream. So `out` is the stream's backlog: a hold whose
+// window stays closed passes --hold-buffer-limit and is a slow reader by the same rule as an
+// HTTP/1.1 one (its retry hint queued, RST_STREAM if it is not taken within --hold-drain-timeout),
+// and the other streams of the connection are not held up by it. A streamed answer's producer waits
+// on the same queue (StreamState). A file answer is read (pread) as the window allows, never whole.
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,6 +91,14 @@ struct Server::H2Data {
             c.h2->drained.push_back(st.slot);
         if (st.out_bytes == 0 && st.eof) {
             *flags |= NGHTTP2_DATA_FLAG_EOF;
+            st.item_ending = true;
+            return static_cast<ssize_t>(n);
+        }
+        if (st.out_bytes == 0 && n > 0 && st.state == H2Stream::State::holding) {
+            // A hold's queue taken whole: its item ends with this frame, the
+            // stream does not (h2_submit_data makes the next one).
+            *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            st.item_ending = true;
             return static_cast<ssize_t>(n);
         }
         if (n == 0) {
@@ -170,9 +179,30 @@ void Server::h2_submit(Conn& c, H2Stream& st, Response& r, std::optional<uint64_
     prd.source.ptr = &st;
     prd.read_callback = H2Data::read;
     st.submitted = true;
-    if (nghttp2_submit_response(c.h2->session, st.id, nv.data(), nv.size(),
-                                body ? &prd : nullptr) != 0)
+    int rv = 0;
+    if (body && st.state == H2Stream::State::holding && st.out_bytes == 0) {
+        // A hold with nothing queued yet: its HEADERS alone, the stream left
+        // open; its first event brings the DATA item (h2_submit_data).
+        rv = nghttp2_submit_headers(c.h2->session, NGHTTP2_FLAG_NONE, st.id, nullptr, nv.data(),
+                                    nv.size(), nullptr);
+    } else {
+        rv = nghttp2_submit_response(c.h2->session, st.id, nv.data(), nv.size(),
+                                     body ? &prd : nullptr);
+        st.item = body && rv == 0;
+    }
+    if (rv != 0)
         nghttp2_submit_rst_stream(c.h2->session, NGHTTP2_FLAG_NONE, st.id, NGHTTP2_INTERNAL_ERROR);
+}
+
+void Server::h2_submit_data(Conn& c, H2Stream& st) {
+    if (st.item || !st.submitted || (st.out_bytes == 0 && !st.eof)) return;
+    if (st.state != H2Stream::State::holding && st.state != H2Stream::State::closing) return;
+    nghttp2_data_provider prd{};
+    prd.source.ptr = &st;
+    prd.read_callback = H2Data::read;
+    // Its end due: the item's last frame carries END_STREAM.
+    const uint8_t flags = st.eof ? NGHTTP2_FLAG_END_STREAM : NGHTTP2_FLAG_NONE;
+    st.item = nghttp2_submit_data(c.h2->session, flags, st.id, &prd) == 0;
 }
 
 void Server::h2_whole(Conn& c, H2Stream& st, Response& r) {
@@ -209,6 +239,8 @@ void Server::h2_resume(Conn& c, H2Stream& st) {
     if (st.deferred) {
         st.deferred = false;
         nghttp2_session_resume_data(c.h2->session, st.id);
+    } else {
+        h2_submit_data(c, st);  // a hold's stream with no item: a new one
     }
     H2State& h = *c.h2;
     if (h.flush_listed) return;

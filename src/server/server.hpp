@@ -285,6 +285,9 @@ class Server final : private HoldSink {
     size_t hold_records() const { return holds_.size(); }
     // HTTP/2 streams open on this loop's connections (each a slot).
     size_t h2_streams() const;
+    // Of those, the streams with a DATA item on their session (an idle
+    // hold's stream has none).
+    size_t h2_data_items() const;
     const bus::Subscriptions& subscriptions() const { return holds_.subscriptions(); }
     // Shared event bytes that connection outputs hold a reference to (every
     // server in the process; any thread reads it): 0 once they are written or
@@ -441,6 +444,8 @@ class Server final : private HoldSink {
     // Bytes for the stream's DATA; its backlog afterwards.
     size_t h2_queue(Conn& c, H2Stream& st, SharedBytes bytes);
     void h2_resume(Conn& c, H2Stream& st);  // its data provider goes on, at the flush
+    // A hold's stream with bytes queued or its end due and no DATA item: one.
+    void h2_submit_data(Conn& c, H2Stream& st);
     size_t h2_write(SlotRef slot, const SharedBytes& bytes);  // HoldSink for a stream
     void h2_close_after_write(SlotRef slot);
 

@@ -181,6 +181,37 @@ TEST_CASE("h2: holds are streams: subscribed before HEADERS, events as DATA, RST
     CHECK(rig.server->alive(rig.slot));
 }
 
+TEST_CASE("h2: an idle hold's stream keeps no DATA item; each event brings one, the end one more") {
+    HoldRig rig;
+    H2Client h(*rig.conn);
+    const int32_t a = open_hold(rig, h, "c");
+    const int32_t b = open_hold(rig, h, "c");
+    // The heads' first bytes taken: nothing of either is left on the session.
+    REQUIRE(h.until(rig, [&] { return rig.server->h2_data_items() == 0; }));
+    for (int i = 0; i < 3; ++i) {
+        const std::string event = "data: e" + std::to_string(i);
+        REQUIRE(rig.bus.publish("c", "e" + std::to_string(i)).ok());
+        REQUIRE(h.until(rig, [&] {
+            return h.streams[a].data.find(event) != std::string::npos &&
+                   h.streams[b].data.find(event) != std::string::npos;
+        }));
+        CHECK(rig.server->h2_data_items() == 0);
+        CHECK(!h.streams[a].closed);
+        CHECK(!h.streams[b].closed);
+    }
+    // Two events at once on one stream's queue leave in order, then nothing.
+    REQUIRE(rig.bus.publish("c", "x").ok());
+    REQUIRE(rig.bus.publish("c", "y").ok());
+    REQUIRE(h.until(rig, [&] { return h.streams[a].data.find("data: y") != std::string::npos; }));
+    CHECK(h.streams[a].data.find("data: x") < h.streams[a].data.find("data: y"));
+    // The end of an idle stream: its retry hint and END_STREAM in a new item.
+    rig.server->shutdown();
+    REQUIRE(h.until(rig, [&] { return h.streams[a].closed && h.streams[b].closed; }));
+    CHECK(h.streams[a].error == NGHTTP2_NO_ERROR);
+    CHECK(h.streams[b].data.find("retry: ") != std::string::npos);
+    CHECK(h.streams[b].data.find("data: y") != std::string::npos);
+}
+
 TEST_CASE("h2: a stream whose window stays closed is a slow reader; its neighbours go on") {
     ServerConfig cfg;
     cfg.hold_buffer_limit = 4096;
