@@ -37,6 +37,12 @@ client stops opening one's window while events of 16 KB are published;
 that stream is reset as a slow reader (--hold-buffer-limit) while the
 other takes every event; a new stream with the last id the stalled one
 saw is replayed every later event, none lost, none twice.
+Phase 8: uploads on a slow link: with --header-timeout 1 and --body-timeout
+1, curl --limit-rate sends 300 KB to Django's echo view in about 3 s over
+HTTP/2 (TLS), HTTP/1.1 (TLS) and h2c, and each arrives whole (its SHA-256);
+a body that stops (python3-h2 over TLS, a raw socket over HTTP/1.1) is
+answered 408 after --body-timeout, the HTTP/2 stream then reset NO_ERROR
+(RFC 9113 §8.1: the client stops sending) and the connection serves on.
 """
 
 import os
@@ -49,6 +55,9 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hashlib  # noqa: E402
+import ssl  # noqa: E402
+
 import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import h2.events  # noqa: E402
@@ -56,7 +65,7 @@ import h2.settings  # noqa: E402
 from m0smoke import (  # noqa: E402
     DJANGO_ARGS, Smoke, check, event_bytes, free_port, metric, metrics, publish_admin,
     pushpin_publish, self_signed, short, wait_metric)
-from h2_lib import H2Client  # noqa: E402
+from h2_lib import H2Client, Stream  # noqa: E402
 
 SCRIPT = "99-http2"
 ADMIN_KEY = "smoke-admin-key-99h2-41d7"
@@ -530,6 +539,68 @@ def phase7(ctx):
     wait_metric(srv.admin, "m0_slow_readers_closed_total", closed + 1, 3.0, "one slow reader")
     sys.stderr.write("  [phase 7] %d events of 16 KB: %d reached the stalled stream, %d replayed\n" % (
         len(ids), len(seen), len(back.want)))
+
+
+@smoke.phase(8, "uploads on a slow link outlive --header-timeout over HTTP/2, HTTP/1.1 and h2c; a body that "
+                "stops is 408 after --body-timeout, its HTTP/2 stream reset NO_ERROR")
+def phase8(ctx):
+    cert, key = self_signed(ctx)
+    plain = ("127.0.0.1", free_port())
+    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key, "--listen-plain",
+                                    "%s:%d" % plain, "--header-timeout", "1", "--body-timeout", "1"])
+    body = os.urandom(300 * 1024)
+    path = ctx.tmpfile("upload.bin", "")  # the phase's log folder: its name, then its bytes
+    with open(path, "wb") as f:
+        f.write(body)
+    want = hashlib.sha256(body).hexdigest()
+    runs = [("HTTP/2", ["--http2", "--cacert", cert], url(srv.addr, "/echo", "https")),
+            ("HTTP/1.1", ["--http1.1", "--cacert", cert], url(srv.addr, "/echo", "https")),
+            ("h2c", ["--http2-prior-knowledge"], url(plain, "/echo"))]
+    t0 = time.monotonic()
+    procs = [(what, subprocess.Popen([CURL, "-sS", "--max-time", "20", "--limit-rate", "100K",
+                                      "--data-binary", "@" + path, target] + opts,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+             for what, opts, target in runs]  # the three at once
+    for what, p in procs:
+        out, err = p.communicate(timeout=25)
+        took = time.monotonic() - t0
+        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        check(p.returncode == 0 and '"body_sha256": "%s"' % want in out,
+              "%s: a 300 KB upload over %.1f s: %s %s" % (what, took, short(out), short(err)))
+        check(took >= 2.0, "%s: the upload took %.1f s: not slow enough to prove anything" % (what, took))
+    # HTTP/1.1 (TLS): a head and ten bytes of a hundred, then nothing.
+    tls = ssl.create_default_context(cafile=cert)
+    raw = socket.create_connection(srv.addr, timeout=5)
+    s = tls.wrap_socket(raw, server_hostname=srv.addr[0])
+    s.sendall(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n0123456789")
+    t0 = time.monotonic()
+    got = b""
+    while b"\r\n\r\n" not in got:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        got += chunk
+    waited = time.monotonic() - t0
+    s.close()
+    check(got.startswith(b"HTTP/1.1 408") and 0.8 <= waited < 4,
+          "HTTP/1.1 stalled body: %.1f s, %r" % (waited, got[:200]))
+    # HTTP/2 (TLS): the same on a stream.
+    c = H2Client(srv.addr, ca=cert)
+    ctx.conns.append(c)
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "https"), (":authority", c.authority),
+                              (":path", "/echo"), ("content-length", "100")], end_stream=False)
+    c.conn.send_data(sid, b"0123456789")
+    c.flush()
+    st = c.streams[sid] = Stream(sid, "/echo")
+    t0 = time.monotonic()
+    c.until(lambda: st.reset is not None, 5.0, "the stalled stream's answer and reset")
+    check(st.status() == 408 and b"--body-timeout" in st.body and 0.8 <= st.t_end - t0 < 4,
+          "HTTP/2 stalled body: %s" % c.describe())
+    check(st.reset == 0, "the stalled stream was reset with %r, not NO_ERROR" % st.reset)
+    after = c.get("/hello")
+    c.until(after.done, 5.0, "a request after it")
+    check(after.status() == 200, "after the 408: %s" % c.describe())
 
 
 if __name__ == "__main__":

@@ -253,9 +253,18 @@ const std::vector<Flag>& flags() {
             .name = "header-timeout",
             .kind = Flag::value,
             .metavar = "SECONDS",
-            .help = "time to receive a request, 408 past it (default {default})",
+            .help = "time to receive a request's head, 408 past it (default {default})",
             .doc = "a request head not complete in time: 408, closed",
             .to = seconds(AT(server.header_timeout)),
+        },
+        {
+            .name = "body-timeout",
+            .kind = Flag::value,
+            .metavar = "SECONDS",
+            .help = "a request body's longest pause, 408 past it (default {default})",
+            .doc = "a request body that sends nothing this long: 408, closed; a body still "
+                   "arriving is never cut (an upload on a slow link takes what it takes)",
+            .to = seconds(AT(server.body_timeout)),
         },
         {
             .name = "keepalive-timeout",

@@ -263,9 +263,9 @@ void log_configuration(const Options& o, size_t loops, const m0::server::Server&
     M0_LOG(info, "config: requests: head ", kib(o.server.limits.max_header), " and ",
            std::to_string(o.server.limits.max_headers), " fields, body ",
            kib(o.server.limits.max_body), "; timeouts header ", secs(o.server.header_timeout),
-           ", keep-alive ", secs(o.server.keepalive_timeout), ", write ",
-           secs(o.server.write_timeout), ", request ", secs(o.server.request_timeout), ", grace ",
-           secs(o.server.grace));
+           ", body pause ", secs(o.server.body_timeout), ", keep-alive ",
+           secs(o.server.keepalive_timeout), ", write ", secs(o.server.write_timeout), ", request ",
+           secs(o.server.request_timeout), ", grace ", secs(o.server.grace));
     if (!o.realtime) {
         M0_LOG(info, "config: realtime off (holds are answered as ordinary responses)");
         return;

@@ -118,7 +118,12 @@ struct Server::H2Io {
                 st->refuse == 431 ? "request header fields too large" : "request body too large");
             return 0;
         }
-        if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) c.server->h2_dispatch(c, *st);
+        if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+            c.server->h2_dispatch(c, *st);
+        } else if (f->hd.type == NGHTTP2_HEADERS) {
+            st->in_body = true;  // its head is in: --body-timeout from here
+            st->born = monotonic_seconds();
+        }
         return 0;
     }
 
@@ -133,14 +138,22 @@ struct Server::H2Io {
             return 0;
         }
         st->req->body.append(reinterpret_cast<const char*>(data), len);
+        if (len > 0) st->born = monotonic_seconds();  // progress: the pause starts again
         return 0;
     }
 
     static int frame_send(nghttp2_session* s, const nghttp2_frame* f, void* p) {
+        const bool ended = (f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+                           (f->hd.flags & NGHTTP2_FLAG_END_STREAM);
+        if (ended && nghttp2_session_get_stream_remote_close(s, f->hd.stream_id) == 0) {
+            // A whole answer (a refusal: 408, 413, 431) while the client still
+            // sends its request: RFC 9113 §8.1, RST_STREAM NO_ERROR so that
+            // it stops, and the stream does not stay open on its word.
+            nghttp2_submit_rst_stream(s, NGHTTP2_FLAG_NONE, f->hd.stream_id, NGHTTP2_NO_ERROR);
+        }
         if (f->hd.type == NGHTTP2_DATA) {
             auto* st =
                 static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(s, f->hd.stream_id));
-            const bool ended = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
             if (!st || !(st->item_ending || ended)) return 0;
             // The item's last frame (nghttp2 has let the item go): what was
             // queued since, or the stream's end, goes in a new one.
@@ -150,12 +163,14 @@ struct Server::H2Io {
         }
         // A RST_STREAM for the client's frames (PROTOCOL_ERROR, STREAM_CLOSED,
         // FLOW_CONTROL_ERROR, REFUSED_STREAM, ...): the library's, for a
-        // stream error the client caused. CANCEL and INTERNAL_ERROR are the
-        // server's own (a slow reader, a timeout, a failed answer; the
-        // HPACK bomb counts where it is found).
+        // stream error the client caused. CANCEL, INTERNAL_ERROR and NO_ERROR
+        // are the server's own (a slow reader, a timeout, a failed answer, an
+        // answer before the request's end; the HPACK bomb counts where it is
+        // found).
         if (f->hd.type != NGHTTP2_RST_STREAM) return 0;
         const uint32_t code = f->rst_stream.error_code;
-        if (code == NGHTTP2_CANCEL || code == NGHTTP2_INTERNAL_ERROR) return 0;
+        if (code == NGHTTP2_CANCEL || code == NGHTTP2_INTERNAL_ERROR || code == NGHTTP2_NO_ERROR)
+            return 0;
         Conn& c = conn(p);
         (void)c.server->h2_stream_error(c);  // its GOAWAY goes from h2_flush
         return 0;
@@ -427,14 +442,16 @@ void Server::h2_tick(Conn& c) {
     }
     std::vector<H2Stream*> due;
     for (auto& [id, st] : h.streams) {
-        if (st->state == H2Stream::State::receiving && now - st->born >= cfg_.header_timeout)
+        const double receive_by =
+            st->born + (st->in_body ? cfg_.body_timeout : cfg_.header_timeout);
+        if (st->state == H2Stream::State::receiving && now >= receive_by)
             due.push_back(st.get());
         else if (st->deadline > 0 && now >= st->deadline)
             due.push_back(st.get());
         else if (st->deadline > 0)
             next = std::min(next, st->deadline);
         else if (st->state == H2Stream::State::receiving)
-            next = std::min(next, st->born + cfg_.header_timeout);
+            next = std::min(next, receive_by);
     }
     const SlotRef me = c.slot;
     for (H2Stream* st : due) h2_expire(c, *st);
@@ -449,7 +466,9 @@ void Server::h2_expire(Conn& c, H2Stream& st) {
     switch (st.state) {
         case S::receiving:
             st.deadline = 0;
-            h2_refuse(c, st, 408, "request not received in time");
+            h2_refuse(c, st, 408,
+                      st.in_body ? "request body not received in time (nothing for --body-timeout)"
+                                 : "request not received in time");
             return;
         case S::polling:
             st.deadline = 0;

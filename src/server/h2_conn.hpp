@@ -55,7 +55,10 @@ struct H2Stream {
     // Receiving: its head, then its body; gone once dispatched (a hold keeps
     // nothing of its request).
     std::unique_ptr<http::Request> req;
-    double born = 0;  // monotonic: its HEADERS began (--header-timeout)
+    // Monotonic: its HEADERS began (--header-timeout); once they have ended
+    // (`in_body`), its body's last DATA (--body-timeout: the longest pause).
+    double born = 0;
+    bool in_body = false;
     // The request's Origin (with --cors-origin), for a hold head's CORS fields.
     std::unique_ptr<std::string> origin;
     size_t header_bytes = 0;  // receiving: decoded header bytes (--max-header-size)

@@ -97,9 +97,15 @@ void Server::Conn::process_input() {
         evbuffer_iovec vec;
         if (evbuffer_peek(in, -1, nullptr, &vec, 1) < 1) break;
         bool was_in_message = parser->in_message();
+        const bool was_in_body = parser->head_done();
         auto res = parser->feed(static_cast<const char*>(vec.iov_base), vec.iov_len);
         evbuffer_drain(in, res.consumed);
         if (!was_in_message && parser->in_message()) arm_timer(s.cfg_.header_timeout);
+        // Its head in: the body may take as long as it needs, each pause in
+        // it at most --body-timeout (an upload on a slow link is not cut at
+        // --header-timeout; a body that stops is).
+        if (parser->head_done() && (!was_in_body || res.consumed > 0))
+            arm_timer(s.cfg_.body_timeout);
         if (res.status == RequestParser::Status::error) {
             in_process = false;
             fail_request(res.error_status, res.error_reason);
@@ -352,6 +358,10 @@ void Server::Conn::on_timeout() {
         return;
     }
     if (phase != Phase::reading) return;
+    if (parser->head_done()) {
+        fail_request(408, "request body not received in time (nothing for --body-timeout)");
+        return;
+    }
     if (parser->in_message() || evbuffer_get_length(bufferevent_get_input(bev)) > 0) {
         fail_request(408, "request not received in time");
         return;

@@ -102,7 +102,10 @@ struct WsConfig {
 
 struct ServerConfig {
     http::ParserLimits limits;
-    double header_timeout = 10;
+    double header_timeout = 10;  // a request's head, from its first byte (--header-timeout)
+    // Its body, once the head is in: the longest pause between its bytes
+    // (--body-timeout; nginx's client_body_timeout is the same rule).
+    double body_timeout = 60;
     double keepalive_timeout = 30;
     double write_timeout = 60;
     double request_timeout = 60;  // an answer not decided in time is 504 (--request-timeout)

@@ -159,6 +159,42 @@ TEST_CASE("h2: the request checks apply per stream (431, 413, content-length, ti
     CHECK(rig.server->alive(c->slot));
 }
 
+TEST_CASE("h2: a body still arriving outlives header_timeout; a pause past body_timeout is 408") {
+    ServerConfig cfg;
+    cfg.header_timeout = 0.2;
+    cfg.body_timeout = 0.3;
+    cfg.limits.max_body = 16;
+    AppRig rig(cfg);
+    auto c = rig.connect();
+    H2Client h(*c);
+    const int32_t slow = h.upload("POST", "/app/up");
+    const int32_t stuck = h.upload("POST", "/app/stuck");
+    const int32_t big = h.upload("POST", "/app/big");
+    h.send_body(stuck, "abc", false);
+    h.send_body(big, std::string(20, 'x'), false);  // past max_body, and not at its end
+    const auto t0 = std::chrono::steady_clock::now();
+    const char* pieces[] = {"ab", "cd", "ef", "gh"};
+    for (int i = 0; i < 4; ++i) {
+        h.until(
+            rig, [] { return false; }, std::chrono::milliseconds(150));
+        h.send_body(slow, pieces[i], i == 3);
+    }
+    REQUIRE(h.until(rig, [&] { return rig.got.size() == 1 && h.streams[stuck].closed; }));
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(600));
+    CHECK(rig.got[0].second.target == "/app/up");
+    CHECK(rig.got[0].second.body == "abcdefgh");
+    CHECK(h.streams[stuck].header(":status") == "408");
+    CHECK(h.streams[stuck].data.find("--body-timeout") != std::string::npos);
+    // Answered before their requests ended: RST_STREAM NO_ERROR, the client
+    // stops sending (RFC 9113 §8.1), the streams are gone on both sides.
+    CHECK(h.streams[stuck].error == NGHTTP2_NO_ERROR);
+    REQUIRE(h.until(rig, [&] { return h.streams[big].closed; }));
+    CHECK(h.streams[big].header(":status") == "413");
+    CHECK(h.streams[big].error == NGHTTP2_NO_ERROR);
+    CHECK(rig.server->h2_streams() == 1);  // the upload's, its answer due from the pool
+    CHECK(rig.server->alive(c->slot));
+}
+
 TEST_CASE("h2: holds are streams: subscribed before HEADERS, events as DATA, RST_STREAM releases") {
     HoldRig rig;
     H2Client h(*rig.conn);

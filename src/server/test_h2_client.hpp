@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,11 @@ struct H2Client {
     SocketClient& sock;
     nghttp2_session* session = nullptr;
     std::map<int32_t, Stream> streams;
+    struct Upload {
+        std::string pending;
+        bool done = false;
+    };
+    std::map<int32_t, std::unique_ptr<Upload>> uploads;
     bool goaway = false;
     uint32_t goaway_error = 0;
     // With `manual_window`, DATA read is not acknowledged until consume().
@@ -84,16 +90,6 @@ struct H2Client {
     int32_t request(const std::string& method, const std::string& path,
                     std::vector<std::pair<std::string, std::string>> extra = {},
                     const std::string* body = nullptr) {
-        std::vector<std::pair<std::string, std::string>> h = {{":method", method},
-                                                              {":scheme", "http"},
-                                                              {":authority", "example.test"},
-                                                              {":path", path}};
-        h.insert(h.end(), extra.begin(), extra.end());
-        std::vector<nghttp2_nv> nv;
-        for (auto& [k, v] : h)
-            nv.push_back({reinterpret_cast<uint8_t*>(k.data()),
-                          reinterpret_cast<uint8_t*>(v.data()), k.size(), v.size(),
-                          NGHTTP2_NV_FLAG_NONE});
         nghttp2_data_provider prd{};
         if (body) {
             prd.source.ptr = const_cast<std::string*>(body);
@@ -107,10 +103,52 @@ struct H2Client {
                 return static_cast<ssize_t>(n);
             };
         }
-        const int32_t id = nghttp2_submit_request(session, nullptr, nv.data(), nv.size(),
-                                                  body ? &prd : nullptr, nullptr);
+        return submit(method, path, std::move(extra), body ? &prd : nullptr);
+    }
+    // A request whose body the test sends piece by piece (send_body); its id.
+    int32_t upload(const std::string& method, const std::string& path) {
+        auto up = std::make_unique<Upload>();
+        nghttp2_data_provider prd{};
+        prd.source.ptr = up.get();
+        prd.read_callback = [](nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
+                               nghttp2_data_source* src, void*) -> ssize_t {
+            auto& u = *static_cast<Upload*>(src->ptr);
+            if (u.pending.empty() && !u.done) return NGHTTP2_ERR_DEFERRED;
+            const size_t n = std::min(len, u.pending.size());
+            std::memcpy(buf, u.pending.data(), n);
+            u.pending.erase(0, n);
+            if (u.pending.empty() && u.done) *flags |= NGHTTP2_DATA_FLAG_EOF;
+            return static_cast<ssize_t>(n);
+        };
+        const int32_t id = submit(method, path, {}, &prd);
+        uploads[id] = std::move(up);
+        return id;
+    }
+    // HEADERS for `method` `path` (and `extra`), with `prd`'s DATA if given.
+    int32_t submit(const std::string& method, const std::string& path,
+                   std::vector<std::pair<std::string, std::string>> extra,
+                   const nghttp2_data_provider* prd) {
+        std::vector<std::pair<std::string, std::string>> h = {{":method", method},
+                                                              {":scheme", "http"},
+                                                              {":authority", "example.test"},
+                                                              {":path", path}};
+        h.insert(h.end(), extra.begin(), extra.end());
+        std::vector<nghttp2_nv> nv;
+        for (auto& [k, v] : h)
+            nv.push_back({reinterpret_cast<uint8_t*>(k.data()),
+                          reinterpret_cast<uint8_t*>(v.data()), k.size(), v.size(),
+                          NGHTTP2_NV_FLAG_NONE});
+        const int32_t id =
+            nghttp2_submit_request(session, nullptr, nv.data(), nv.size(), prd, nullptr);
         streams[id];
         return id;
+    }
+    // More of an upload's body; `last`: its end.
+    void send_body(int32_t id, const std::string& piece, bool last) {
+        Upload& u = *uploads.at(id);
+        u.pending += piece;
+        u.done = last;
+        nghttp2_session_resume_data(session, id);
     }
     void reset(int32_t id) {
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);

@@ -575,6 +575,7 @@ TEST_CASE("server: Expect: 100-continue is answered 100 before the body is read"
 TEST_CASE("server: a request not received within header_timeout is 408", "[http][server]") {
     ServerConfig cfg;
     cfg.header_timeout = 0.2;
+    cfg.body_timeout = 0.2;  // a partial body's pause (the next case has more)
     Rig rig(cfg);
     auto c = rig.connect();
     SECTION("a partial head") {
@@ -599,6 +600,51 @@ TEST_CASE("server: a request not received within header_timeout is 408", "[http]
         CHECK(Clock::now() - t0 >= 150ms);
         CHECK(c->in.empty());
         CHECK(rig.server->connections() == 0);
+    }
+}
+
+TEST_CASE("server: a body still arriving outlives header_timeout; a pause past body_timeout is 408",
+          "[http][server]") {
+    ServerConfig cfg;
+    cfg.header_timeout = 0.2;
+    cfg.body_timeout = 0.3;
+    Rig rig(cfg);
+    auto c = rig.connect();
+    SECTION("a slow upload: each piece within body_timeout, the whole past header_timeout") {
+        c->send("POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 8\r\n\r\n");
+        const auto t0 = Clock::now();
+        for (const char* piece : {"ab", "cd", "ef", "gh"}) {
+            const auto until = Clock::now() + 150ms;
+            rig.step_until([] { return false; }, 150ms);
+            REQUIRE(Clock::now() >= until);
+            c->send(piece);
+        }
+        Reply r = rig.reply(*c);
+        CHECK(Clock::now() - t0 >= 600ms);  // three times header_timeout
+        CHECK(r.status == 200);
+        REQUIRE(rig.seen.size() == 1);
+        CHECK(rig.seen[0].req.body == "abcdefgh");
+    }
+    SECTION("a body that stops: 408 once it has sent nothing for body_timeout") {
+        c->send("POST /up HTTP/1.1\r\nHost: h\r\nContent-Length: 8\r\n\r\nabc");
+        const auto t0 = Clock::now();
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 408);
+        CHECK(r.body.find("--body-timeout") != std::string::npos);
+        CHECK(Clock::now() - t0 >= 250ms);
+        CHECK(rig.wait_eof(*c));
+        CHECK(rig.seen.empty());
+    }
+    SECTION("chunked: the same rule") {
+        c->send("POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for (const char* piece : {"2\r\nab\r\n", "2\r\ncd\r\n", "0\r\n\r\n"}) {
+            rig.step_until([] { return false; }, 150ms);
+            c->send(piece);
+        }
+        Reply r = rig.reply(*c);
+        CHECK(r.status == 200);
+        REQUIRE(rig.seen.size() == 1);
+        CHECK(rig.seen[0].req.body == "abcd");
     }
 }
 
