@@ -11,12 +11,14 @@
 // connection's output allow; an empty queue defers the provider, and a
 // write resumes it. A hold's stream keeps its DATA item only while its
 // queue has bytes: the frame that takes the queue whole ends the item (not
-// the stream), and the next write submits another, so an idle hold holds
-// nothing on the session but nghttp2's stream. So `out` is the stream's backlog: a hold whose
-// window stays closed passes --hold-buffer-limit and is a slow reader by the same rule as an
-// HTTP/1.1 one (its retry hint queued, RST_STREAM if it is not taken within --hold-drain-timeout),
-// and the other streams of the connection are not held up by it. A streamed answer's producer waits
-// on the same queue (StreamState). A file answer is read (pread) as the window allows, never whole.
+// the stream), and the next write submits another, so an idle hold keeps
+// nothing on the session but nghttp2's stream. So `out` is the stream's
+// backlog: a hold whose window stays closed passes --hold-buffer-limit and
+// is a slow reader by the same rule as an HTTP/1.1 one (its retry hint
+// queued, RST_STREAM if it is not taken within --hold-drain-timeout), and
+// the other streams of the connection are not held up by it. A streamed
+// answer's producer waits on the same queue (StreamState). A file answer is
+// read (pread) as the window allows, never whole.
 #include <unistd.h>
 
 #include <algorithm>
