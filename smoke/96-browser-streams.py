@@ -22,6 +22,13 @@ EventSources open as streams of one connection and get their events; 20
 WebSockets over wss (HTTP/1.1: the server does not offer WebSocket over
 HTTP/2) all open and each gets its event as a JSON message.
 
+Phase 3, an upload on a slow link: Chromium's DevTools network emulation
+limits the page's upload to 100 KB/s (fixtures/textshelf/browser/upload.mjs,
+through a CDP session), and a fetch() POSTs 300 KB to Django's echo view on
+a server with --header-timeout 1: over TLS (h2) and over plain HTTP/1.1 the
+body arrives whole (its SHA-256) after about 3 s, where it was once cut 408
+at the header timeout.
+
 Needs /usr/bin/chromium (without it: one SKIP line, exit 0; FAIL with
 M0_REQUIRE_BROWSER=1, as `make test-browser` and CI set it) and the
 playwright-core package (npm ci in fixtures/textshelf/browser when missing).
@@ -33,7 +40,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in smoke/ or src/wsgi/m0/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from m0smoke import Smoke, check, short  # noqa: E402
+from m0smoke import DJANGO_ARGS, Smoke, check, short  # noqa: E402
 from browser_lib import BROWSER_DIR, CHROMIUM, main, node, relay  # noqa: E402
 from tls_lib import Pki  # noqa: E402
 
@@ -101,6 +108,29 @@ def phase1(ctx):
 def phase2(ctx):
     pki = Pki(ctx)
     check_page(server(ctx, pki.leaf("leaf", 2)), "https", ["sse", "ws"], "h2", STREAMS)
+
+
+@smoke.phase(3, "an upload on a slow link: Chromium throttled to 100 KB/s POSTs 300 KB to Django past "
+                "--header-timeout 1, over h2 (TLS) and HTTP/1.1; each arrives whole")
+def phase3(ctx):
+    pki = Pki(ctx)
+    cert, key = pki.leaf("leaf", 2)
+    for scheme, protocol, tls in (("https", "h2", ["--certfile", cert, "--keyfile", key]),
+                                  ("http", "http/1.1", [])):
+        srv = ctx.server(DJANGO_ARGS + ["--header-timeout", "1"] + tls)
+        env = dict(os.environ, BASE_URL="%s://%s:%d" % ((scheme,) + srv.addr), CHROMIUM=CHROMIUM,
+                   INSECURE="1" if scheme == "https" else "0", BYTES=str(300 * 1024),
+                   UPLOAD_BPS=str(100 * 1024))
+        rc, lines = relay([node(), "upload.mjs"], BROWSER_DIR, env, 60.0, "  node| ")
+        got = [json.loads(line[len("@result "):]) for line in lines if line.startswith("@result ")]
+        check(rc == 0 and got, "upload.mjs over %s exited %r: %s" % (scheme, rc, short(lines[-3:])))
+        r = got[0]
+        check(r["protocol"] == protocol, "the upload went over %r, want %s" % (r["protocol"], protocol))
+        check(r["status"] == 200 and r["length"] == 300 * 1024 and r["sha256"] == r["want"],
+              "the upload over %s: %s" % (protocol, short(json.dumps(r), 400)))
+        check(r["ms"] >= 2000, "the upload over %s took %d ms: not throttled, proves nothing" % (
+            protocol, r["ms"]))
+        sys.stderr.write("  [%s] 300 KB at 100 KB/s: %d ms, whole\n" % (protocol, r["ms"]))
 
 
 if __name__ == "__main__":
