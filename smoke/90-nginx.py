@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """smoke-nginx: m0serve behind Debian's nginx, with the README's minimal site
 (read from README.md's "Behind nginx" section, its two addresses replaced:
-upstream with keepalive, proxy_http_version 1.1,
-Connection "", Host, X-Forwarded-For and -Proto, proxy_read_timeout 1h) and
+upstream with keepalive, proxy_http_version 1.1, Upgrade and Connection
+from a map (upgrade for a WebSocket handshake, none otherwise), Host as the
+client sent it, X-Forwarded-For and -Proto, proxy_read_timeout 1h) and
 nothing SSE-specific in it: the hold head's `X-Accel-Buffering: no` is what
-turns nginx's buffering off for the stream.
+turns nginx's buffering off for the stream. Phase 7 holds WebSockets
+through the same site (python3-websockets).
 
 Each phase starts m0serve and its own nginx, both on free loopback ports:
 
@@ -24,7 +26,9 @@ Without /usr/sbin/nginx: one SKIP line and exit 0 (`make deps` installs it);
 FAIL with M0_REQUIRE_NGINX=1.
 """
 
+import asyncio
 import grp
+import json
 import os
 import shutil
 import signal
@@ -41,6 +45,8 @@ from m0smoke import (  # noqa: E402
     DJANGO_ARGS, HOST, LOG_DIR, ROOT, Conn, Fail, Smoke, build_request, check, check_stream, event_ids,
     free_port, http, leave, publish_admin, short, stream_items, wait_metric)
 from emit import emit  # noqa: E402
+
+import websockets  # noqa: E402  (Debian python3-websockets)
 
 SCRIPT = "90-nginx"
 NGINX = "/usr/sbin/nginx"
@@ -423,6 +429,52 @@ def phase6(ctx):
               "over the unix socket SERVER_NAME %r, SERVER_PORT %r" % (env.get("SERVER_NAME"), env.get("SERVER_PORT")))
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@smoke.phase(7, "WebSocket through the README's site (its Upgrade and Connection lines): python3-websockets "
+                "reaches the mojo /native/ws and Django's /ws (M0-Hold: websocket) through nginx, "
+                "permessage-deflate negotiated end to end, hears the admin API's events in order, and its "
+                "close reaches m0serve; a page of the site's own origin (port included: Host is passed as "
+                "the client sent it) is let in, another origin refused 403 by m0serve; an ordinary request "
+                "after them still answers")
+def phase7(ctx):
+    srv, nginx = setup(ctx)
+    base, own = "ws://%s:%d" % nginx.addr, "http://%s:%d" % nginx.addr
+
+    async def run():
+        for path, pool, channel in [("/native/ws?channel=n7m", "mojo", "n7m"), ("/ws?channel=n7d", "wsgi", "n7d")]:
+            try:
+                ws = await websockets.connect(base + path, origin=own, open_timeout=5)
+            except websockets.exceptions.InvalidStatusCode as e:
+                why = {200: "nginx did not pass Upgrade on, so m0serve saw a plain GET",
+                       403: "m0serve refused the site's own origin %s: was Host passed without its port?" % own
+                       }.get(e.status_code, "")
+                raise Fail("the WebSocket %s through nginx was answered %d, not 101 (%s): %s" % (
+                    path, e.status_code, short(getattr(e, "headers", "")), why))
+            try:
+                ext = ws.response_headers.get("Sec-WebSocket-Extensions", "")
+                check(ext.startswith("permessage-deflate"), "through nginx the extensions are %r" % ext)
+                worker = ws.response_headers.get("x-worker", "")
+                check(worker.startswith(pool + "-"), "the 101's x-worker %r, want %s-N" % (worker, pool))
+                ids = [publish_admin(srv.admin, ADMIN_KEY, channel, "w%d" % i) for i in range(3)]
+                got = [json.loads(await asyncio.wait_for(ws.recv(), 5.0)) for _ in ids]
+                check(got == [{"id": str(n), "data": "w%d" % i} for i, n in enumerate(ids)],
+                      "%s through nginx: messages %r for ids %r" % (path, got, ids))
+                wait_metric(srv.admin, "m0_holds_open", 1, 5.0, "the WebSocket %s through nginx" % path)
+            finally:
+                await ws.close()
+            wait_metric(srv.admin, "m0_holds_open", 0, 5.0, "after the client's close through nginx")
+        try:
+            ws = await websockets.connect(base + "/native/ws?channel=n7x", origin="http://elsewhere.example",
+                                          open_timeout=5)
+            await ws.close()
+            raise Fail("a WebSocket from another origin was let in through nginx")
+        except websockets.exceptions.InvalidStatusCode as e:
+            check(e.status_code == 403, "another origin through nginx: %d, want 403" % e.status_code)
+
+    asyncio.run(run())
+    env = echo_through(ctx, nginx)
+    check(env.get("REMOTE_ADDR") == CLIENT_ADDR, "after the WebSockets, REMOTE_ADDR %r" % env.get("REMOTE_ADDR"))
 
 
 if __name__ == "__main__":
