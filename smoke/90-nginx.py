@@ -446,7 +446,8 @@ def phase7(ctx):
             try:
                 ws = await websockets.connect(base + path, origin=own, open_timeout=5)
             except websockets.exceptions.InvalidStatusCode as e:
-                why = {200: "nginx did not pass Upgrade on, so m0serve saw a plain GET",
+                why = {400: "nginx did not pass Upgrade on (m0serve refuses a Sec-WebSocket-Key without it)",
+                       200: "nginx did not pass Upgrade on, so m0serve saw a plain GET",
                        403: "m0serve refused the site's own origin %s: was Host passed without its port?" % own
                        }.get(e.status_code, "")
                 raise Fail("the WebSocket %s through nginx was answered %d, not 101 (%s): %s" % (

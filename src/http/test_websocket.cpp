@@ -46,9 +46,25 @@ TEST_CASE("websocket: a valid handshake is accepted with its offered protocols",
 }
 
 TEST_CASE("websocket: a request without Upgrade: websocket is not a handshake", "[websocket]") {
-    CHECK_FALSE(check_upgrade(upgrade({{"Upgrade", ""}}), {}).asked);
-    CHECK_FALSE(check_upgrade(upgrade({{"Upgrade", "h2c"}}), {}).asked);
+    const std::pair<std::string, std::string> no_key{"Sec-WebSocket-Key", ""};
+    CHECK_FALSE(check_upgrade(upgrade({{"Upgrade", ""}, no_key}), {}).asked);
+    CHECK_FALSE(check_upgrade(upgrade({{"Upgrade", "h2c"}, no_key}), {}).asked);
     CHECK(check_upgrade(upgrade({{"Upgrade", "WebSocket"}}), {}).asked);
+}
+
+TEST_CASE("websocket: a Sec-WebSocket-Key whose Upgrade did not arrive is refused 400, saying so",
+          "[websocket]") {
+    // What a proxy that passes no hop-by-hop field on sends: the client's
+    // handshake without Upgrade and Connection.
+    for (const char* upgrade_value : {"", "h2c"}) {
+        auto u =
+            check_upgrade(upgrade({{"Upgrade", upgrade_value}, {"Connection", "keep-alive"}}), {});
+        CHECK(u.asked);
+        CHECK(u.status == 400);
+        CHECK_THAT(u.reason,
+                   Catch::Contains("needs Upgrade: websocket") && Catch::Contains("proxy"));
+        CHECK(u.accept.empty());
+    }
 }
 
 TEST_CASE("websocket: bad handshakes are refused with a status and a reason", "[websocket]") {

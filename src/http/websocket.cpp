@@ -78,12 +78,22 @@ bool OriginCheck::allows(const Request& req) const {
     return false;
 }
 
-bool asks_upgrade(const Request& req) { return has_token(req.headers, "Upgrade", "websocket"); }
+bool asks_upgrade(const Request& req) {
+    return has_token(req.headers, "Upgrade", "websocket") || req.headers.has("Sec-WebSocket-Key");
+}
 
 Upgrade check_upgrade(const Request& req, const OriginCheck& origins) {
     Upgrade u;
     if (!asks_upgrade(req)) return u;
     u.asked = true;
+    // "3. An |Upgrade| header field containing the value "websocket"". A
+    // Sec-WebSocket-Key without it is a WebSocket client's handshake that
+    // lost its Upgrade on the way (a proxy passes no hop-by-hop field on
+    // unless told to): said so, where a plain GET would reach the view.
+    if (!has_token(req.headers, "Upgrade", "websocket"))
+        return refuse(u, 400,
+                      "a WebSocket handshake needs Upgrade: websocket (a proxy in front may "
+                      "not pass it on: README, Behind nginx)");
     // RFC 6455 §4.2.1: "1. An HTTP/1.1 or higher GET request".
     if (req.method != "GET") return refuse(u, 400, "a WebSocket handshake is a GET request");
     if (req.version_major != 1 || req.version_minor < 1)
