@@ -73,7 +73,8 @@ h2c (--tls-streams holds a connection); an HTTP/2 hold's RSS against a plain
 one's; full TLS handshakes a second and the server's CPU a handshake beside
 nginx. Alone: --parts tls (make bench BENCH_PARTS=tls).
 
-ws (smoke/bench_ws.py): the steady (--ws-holds) and burst hold rows with
+ws (smoke/bench_ws.py): the steady (--ws-holds), burst and paced burst
+(--ws-paced-rate, --ws-paced-events) hold rows with
 WebSocket subscribers, m0serve's /native/ws beside nchan's websocket
 subscriber and Pushpin's WebSocket-over-HTTP, and m0serve's and nchan's SSE
 holds in the same run: a WebSocket subscriber's cost against an SSE hold's. Alone: --parts ws (make bench
@@ -597,6 +598,9 @@ def main():
     ap.add_argument("--tls-streams", type=int, default=50, help="holds an HTTP/2 connection in the tls part")
     ap.add_argument("--tls-handshakes", type=int, default=2000, help="connections in the tls part's handshake loop")
     ap.add_argument("--ws-holds", default="1000", help="comma-separated hold counts (steady) in the ws part")
+    ap.add_argument("--ws-paced-rate", type=float, default=50,
+                    help="the ws part's paced burst: events/s to 1000 holds on one channel (0: no paced rows)")
+    ap.add_argument("--ws-paced-events", type=int, default=500, help="the ws part's paced burst: events")
     ap.add_argument("--ws-rows", default="", help="the ws part's rows, comma-separated (default: all of "
                     + ", ".join(bench_ws.ROWS) + ")")
     ap.add_argument("--scale-holds", type=int, default=76000,

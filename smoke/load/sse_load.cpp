@@ -6,7 +6,9 @@
 // --channels names, round robin), from several 127.0.0.x source addresses
 // when one address's ephemeral ports would run out, at most --connecting at a
 // time. Once all are open (or --open-timeout passes) it reads the servers'
-// RSS, then publishes through --publish-url: one POST per event, one at a
+// RSS (and the part of it they own, without the file-backed pages: the first
+// hold of a kind runs code never run before, whose pages then count in the
+// RSS though no hold owns them), then publishes through --publish-url: one POST per event, one at a
 // time on a keep-alive connection (opened again when an answer says
 // `Connection: close`, as Pushpin's control port does), at --rate events/s
 // for --seconds, or --burst events back to back. Each event's data is
@@ -499,6 +501,7 @@ unsigned storm_ticks = 0;
 
 void start_publishing(Run& r) {
     r.rss_holds = rss_bytes(r.pids);
+    r.owned_holds = owned_rss_bytes(r.pids);
     r.pids = with_descendants(r.o.server_pids);
     r.cpu_before = cpu_seconds(r.pids);
     r.own_cpu_before = own_cpu_seconds();
@@ -709,6 +712,7 @@ int main(int argc, char** argv) {
     r.pids = with_descendants(r.o.server_pids);
     if (r.o.handshakes > 0) return run_handshakes(r);
     r.rss_before = rss_bytes(r.pids);
+    r.owned_before = owned_rss_bytes(r.pids);
     r.open_deadline = now_ns() + int64_t(r.o.open_timeout * 1e9);
     r.go_deadline = r.open_deadline + int64_t(r.o.open_timeout * 1e9);
     r.holds.reserve(size_t(r.o.holds));
@@ -752,7 +756,8 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"label\": \"%s\", \"holds\": %d, \"holds_open\": %d, \"failed\": %d, \"dropped\": %d, "
         "\"open_s\": %.3f, "
-        "\"rss_per_hold_bytes\": %.0f, \"events\": %d, \"publish_errors\": %d, "
+        "\"rss_per_hold_bytes\": %.0f, \"owned_rss_per_hold_bytes\": %.0f, "
+        "\"events\": %d, \"publish_errors\": %d, "
         "\"delivered\": %llu, \"expected\": %llu, \"duplicates\": %llu, \"out_of_order\": %llu, "
         "\"foreign\": %llu, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, "
         "\"deliveries_per_s\": %.0f, \"cpu_s\": %.3f, \"cpu_s_per_1m\": %.3f, "
@@ -760,8 +765,9 @@ int main(int argc, char** argv) {
         "\"last_delivery_s\": %.6f, \"p50_sent_ms\": %.3f, \"p99_sent_ms\": %.3f, "
         "\"publish_lag_max_ms\": %.3f}\n",
         json_escape(r.o.label).c_str(), r.o.holds, r.opened, r.failed, r.dropped, open_s,
-        r.opened ? double(r.rss_holds - r.rss_before) / r.opened : 0.0, r.published,
-        r.publish_errors, static_cast<unsigned long long>(r.delivered),
+        r.opened ? double(r.rss_holds - r.rss_before) / r.opened : 0.0,
+        r.opened && r.o.storm == 0 ? double(r.owned_holds - r.owned_before) / r.opened : 0.0,
+        r.published, r.publish_errors, static_cast<unsigned long long>(r.delivered),
         static_cast<unsigned long long>(want), static_cast<unsigned long long>(r.duplicates),
         static_cast<unsigned long long>(r.out_of_order), static_cast<unsigned long long>(r.foreign),
         percentile(lat, 0.5), percentile(lat, 0.99),

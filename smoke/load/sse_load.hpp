@@ -96,6 +96,7 @@ struct Run {
     double cpu_before = 0;
     double own_cpu_before = 0;  // own_cpu_seconds() when publishing began
     int64_t rss_before = 0, rss_holds = 0;
+    int64_t owned_before = 0, owned_holds = 0;  // owned_rss_bytes, as the two above (not --storm)
     event* tick = nullptr;
     event* due_timer = nullptr;  // steady: the next event's due time
     // --storm: the stream that reads the events first, the id of the first,
@@ -119,6 +120,11 @@ bufferevent* dial(Run& r, const Url& u, int source, SSL_CTX* ctx);
 // summed RSS in bytes and CPU seconds (user and system), the driver's own.
 std::vector<int> with_descendants(const std::vector<int>& roots);
 int64_t rss_bytes(const std::vector<int>& pids);
+// The part of their RSS they own: anonymous and shared memory (RssAnon and
+// RssShmem), without the file-backed pages (the code of the binary and its
+// libraries, mapped in as paths run for the first time, shared and
+// reclaimable).
+int64_t owned_rss_bytes(const std::vector<int>& pids);
 double cpu_seconds(const std::vector<int>& pids);
 double own_cpu_seconds();
 

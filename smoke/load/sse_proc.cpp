@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sse_load.hpp"
@@ -44,14 +46,26 @@ std::vector<int> with_descendants(const std::vector<int>& roots) {
     return all;
 }
 
-int64_t rss_bytes(const std::vector<int>& pids) {
+namespace {
+// The sum over pids of /proc/PID/status fields (kB) named in `fields`, in bytes.
+int64_t status_bytes(const std::vector<int>& pids, std::initializer_list<std::string_view> fields) {
     int64_t sum = 0;
     for (int pid : pids) {
         std::ifstream f("/proc/" + std::to_string(pid) + "/status");
         for (std::string line; std::getline(f, line);)
-            if (line.rfind("VmRSS:", 0) == 0) sum += std::atoll(line.c_str() + 6) * 1024;
+            for (std::string_view field : fields)
+                if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
+                    line[field.size()] == ':')
+                    sum += std::atoll(line.c_str() + field.size() + 1) * 1024;
     }
     return sum;
+}
+}  // namespace
+
+int64_t rss_bytes(const std::vector<int>& pids) { return status_bytes(pids, {"VmRSS"}); }
+
+int64_t owned_rss_bytes(const std::vector<int>& pids) {
+    return status_bytes(pids, {"RssAnon", "RssShmem"});
 }
 
 double cpu_seconds(const std::vector<int>& pids) {
