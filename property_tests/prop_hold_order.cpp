@@ -14,8 +14,12 @@
 // (each on one loop) and disconnect is reproducible from its seed
 // (RC_PARAMS="seed=N"). A failure prints the shrunk command list.
 //
+// A hold is an SSE stream or a WebSocket (the request an upgrade, the
+// handler's answer `M0-Hold: websocket`, the cursor in ?lastEventID=): the
+// same properties hold for both.
 // Checked after every command, on every client's byte stream:
-//   - the head comes first and nothing precedes it (a close-delimited SSE head);
+//   - the head comes first and nothing precedes it (a close-delimited SSE
+//     head, or a 101 followed by unmasked text frames, one event each);
 //   - event ids strictly increase, none is at or below the client's cursor,
 //     each is on one of its channels;
 //   - what it received is, in order, a prefix of the events on its channels
@@ -73,7 +77,7 @@ struct HoldMount {
             r.body = "plain\n";
             return r;
         }
-        r.headers.add("M0-Hold", "stream");
+        r.headers.add("M0-Hold", req.query_param("ws") ? "websocket" : "stream");
         r.headers.add("M0-Channel", req.query_param("c").value_or("a"));
         r.body = ": hold\n\n";
         return r;
@@ -147,6 +151,7 @@ struct Client {
     int plain_requested = 0;  // requests answered without a hold
     int plain_seen = 0;
     bool hold = false;  // a hold was requested (the last request on the connection)
+    bool ws = false;    // ... as a WebSocket
     uint64_t cursor = 0;
     std::set<std::string> channels;
     bool started = false;            // its hold's start position is read (at handler_start)
@@ -296,9 +301,17 @@ struct Sut {
                 return;
             }
             std::string head = c.bytes.substr(c.parsed, end - c.parsed);
+            if (head.rfind("HTTP/1.1 101 Switching Protocols\r\n", 0) == 0) {
+                RC_ASSERT(c.hold && c.ws);
+                RC_ASSERT(c.plain_seen == c.plain_requested);
+                RC_ASSERT(head.find("\r\nUpgrade: websocket") != std::string::npos);
+                c.in_hold = true;
+                c.parsed = end + 4;
+                break;
+            }
             RC_ASSERT(head.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
             if (head.find("Content-Type: text/event-stream") != std::string::npos) {
-                RC_ASSERT(c.hold);
+                RC_ASSERT(c.hold && !c.ws);
                 RC_ASSERT(c.plain_seen == c.plain_requested);  // answers in order
                 RC_ASSERT(head.find("Transfer-Encoding") == std::string::npos);
                 RC_ASSERT(head.find("Content-Length") == std::string::npos);
@@ -314,8 +327,29 @@ struct Sut {
             ++c.plain_seen;
             RC_ASSERT(c.plain_seen <= c.plain_requested);
         }
-        // The body: the head's ": hold\n\n", then events.
-        while (c.parsed < c.bytes.size()) {
+        const auto take = [&](uint64_t id) {
+            RC_ASSERT(id > c.cursor);
+            if (!c.received.empty())
+                RC_ASSERT(id > c.received.back());  // (RC_ASSERT evaluates both sides of ||)
+            RC_ASSERT(c.channels.count(channel_of[id]) == 1);
+            c.received.push_back(id);
+        };
+        // A WebSocket: after the 101, one text frame an event, unmasked, its
+        // message {"id":"N","data":"x"}.
+        while (c.ws && c.parsed + 2 <= c.bytes.size()) {
+            RC_ASSERT(uint8_t(c.bytes[c.parsed]) == 0x81);  // FIN, text
+            size_t n = uint8_t(c.bytes[c.parsed + 1]), at = c.parsed + 2;
+            RC_ASSERT(n < 126);  // unmasked, and short
+            if (at + n > c.bytes.size()) break;
+            const std::string msg = c.bytes.substr(at, n);
+            c.parsed = at + n;
+            RC_ASSERT(msg.rfind("{\"id\":\"", 0) == 0);
+            const size_t q = msg.find('"', 7);
+            RC_ASSERT(q != std::string::npos && msg.substr(q) == "\",\"data\":\"x\"}");
+            take(std::stoull(msg.substr(7, q - 7)));
+        }
+        // An SSE stream: the head's ": hold\n\n", then events.
+        while (!c.ws && c.parsed < c.bytes.size()) {
             size_t end = c.bytes.find("\n\n", c.parsed);
             if (end == std::string::npos) break;
             std::string block = c.bytes.substr(c.parsed, end - c.parsed);
@@ -326,11 +360,7 @@ struct Sut {
             uint64_t id = std::stoull(block.substr(4, nl - 4));
             std::string data = block.substr(nl + 1);
             RC_ASSERT(data.rfind("data: ", 0) == 0);
-            RC_ASSERT(id > c.cursor);
-            if (!c.received.empty())
-                RC_ASSERT(id > c.received.back());  // (RC_ASSERT evaluates both sides of ||)
-            RC_ASSERT(c.channels.count(channel_of[id]) == 1);
-            c.received.push_back(id);
+            take(id);
         }
         // In order, a prefix of what it must receive.
         RC_ASSERT(c.received.size() <= c.expected.size());
@@ -405,6 +435,9 @@ struct Request : Cmd {
     // The handler decides: mostly a hold, sometimes a plain answer (and the
     // connection is kept alive for another request).
     bool hold = *rc::gen::weightedElement<bool>({{4, true}, {1, false}});
+    // A hold asked as a WebSocket upgrade (an upgrade answered otherwise
+    // closes the connection: only holds are).
+    bool ws = hold && *rc::gen::arbitrary<bool>();
     std::vector<std::string> channels =
         *rc::gen::unique<std::vector<std::string>>(rc::gen::elementOf(kChannels)).as("channels");
     uint64_t cursor;
@@ -433,9 +466,15 @@ struct Request : Cmd {
         Client& c = s.clients[who];
         std::string list;
         for (const auto& ch : channels) list += (list.empty() ? "" : ",") + ch;
-        std::string req =
-            "GET /m/h?c=" + list + (hold ? "" : "&plain=1") + " HTTP/1.1\r\nHost: p\r\n";
-        if (cursor) req += "Last-Event-ID: " + std::to_string(cursor) + "\r\n";
+        std::string req = "GET /m/h?c=" + list + (hold ? "" : "&plain=1") + (ws ? "&ws=1" : "");
+        if (ws && cursor) req += "&lastEventID=" + std::to_string(cursor);
+        req += " HTTP/1.1\r\nHost: p\r\n";
+        if (ws)
+            req +=
+                "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n";
+        else if (cursor)
+            req += "Last-Event-ID: " + std::to_string(cursor) + "\r\n";
         req += "\r\n";
         const JobKey job = key(c.loop, c.slot);
         const size_t before = s.stepper.seen(job).size();
@@ -445,6 +484,7 @@ struct Request : Cmd {
         c.busy = true;
         if (hold) {
             c.hold = true;
+            c.ws = ws;
             c.cursor = cursor;
             c.channels = {channels.begin(), channels.end()};
             // A cursor is replayed what history keeps after it (all of it here:
@@ -471,7 +511,10 @@ struct Request : Cmd {
         s.check_all();
     }
     void show(std::ostream& os) const override {
-        os << "Request(client " << who << (hold ? ", hold on" : ", plain answer; channels");
+        os << "Request(client " << who
+           << (ws     ? ", WebSocket on"
+               : hold ? ", hold on"
+                      : ", plain answer; channels");
         for (const auto& c : channels) os << " " << c;
         os << ", Last-Event-ID " << cursor << ")";
     }
@@ -613,8 +656,8 @@ void finish(Sut& s) {
 
 int main() {
     bool ok = rc::check(
-        "holds on 1 to 3 loops: head first, no event lost or early, ids increase past the "
-        "cursor, slots released",
+        "holds (SSE streams and WebSockets) on 1 to 3 loops: head first, no event lost or "
+        "early, ids increase past the cursor, slots released",
         [] {
             const size_t loops = *rc::gen::inRange<size_t>(1, kMaxLoops + 1).as("loops");
             RC_TAG(loops);
