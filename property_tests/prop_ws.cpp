@@ -58,6 +58,14 @@ struct Rig : testing::ServerRig {
         server->add_mount("/native", [this](SlotRef s, http::Request&& r) {
             return pool->submit(handler, s, std::move(r));
         });
+        try {
+            open();
+        } catch (...) {
+            server.reset();  // before the pool goes (the members go before the base)
+            throw;
+        }
+    }
+    void open() {
         conn = connect();
         RC_ASSERT(conn != nullptr);
         RC_ASSERT(
