@@ -65,6 +65,13 @@ TEST_CASE("websocket: a Sec-WebSocket-Key whose Upgrade did not arrive is refuse
                    Catch::Contains("needs Upgrade: websocket") && Catch::Contains("proxy"));
         CHECK(u.accept.empty());
     }
+    // Pushpin's WebSocket-over-HTTP requests are POSTs to the view that carry
+    // the client's handshake fields (Upgrade and Connection taken out): no
+    // handshake, the view answers them.
+    Request woh = upgrade({{"Upgrade", ""}, {"Connection", ""}});
+    woh.method = "POST";
+    woh.headers.add("Content-Type", "application/websocket-events");
+    CHECK_FALSE(check_upgrade(woh, {}).asked);
 }
 
 TEST_CASE("websocket: bad handshakes are refused with a status and a reason", "[websocket]") {

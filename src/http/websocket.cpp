@@ -79,7 +79,10 @@ bool OriginCheck::allows(const Request& req) const {
 }
 
 bool asks_upgrade(const Request& req) {
-    return has_token(req.headers, "Upgrade", "websocket") || req.headers.has("Sec-WebSocket-Key");
+    // Only a GET: Pushpin's WebSocket-over-HTTP requests (POSTs to the view)
+    // carry the client's handshake fields, Sec-WebSocket-Key among them.
+    return has_token(req.headers, "Upgrade", "websocket") ||
+           (req.method == "GET" && req.headers.has("Sec-WebSocket-Key"));
 }
 
 Upgrade check_upgrade(const Request& req, const OriginCheck& origins) {

@@ -67,7 +67,7 @@ class OriginCheck {
 
 // What check_upgrade found.
 struct Upgrade {
-    bool asked = false;  // the request names websocket in Upgrade, or has a Sec-WebSocket-Key
+    bool asked = false;  // Upgrade names websocket, or a GET has a Sec-WebSocket-Key
     int status = 0;      // 0: a valid handshake; else the refusal's status
     std::string reason;  // status != 0: why, for the answer's body and the log
     std::string accept;  // status == 0: Sec-WebSocket-Accept
@@ -81,7 +81,7 @@ std::string_view trim(std::string_view s);
 std::vector<std::string> list_items(const Headers& h, std::string_view name);
 
 // Whether `req` asks for a WebSocket: Upgrade names the websocket token, or
-// it carries a Sec-WebSocket-Key (a WebSocket client's handshake whose
+// it is a GET with a Sec-WebSocket-Key (a WebSocket client's handshake whose
 // Upgrade a proxy in front did not pass on: check_upgrade refuses it 400
 // with that reason, rather than the request reaching a view as a plain GET).
 bool asks_upgrade(const Request& req);
