@@ -49,21 +49,28 @@ less than 3 KB each (recorded, not checked, under a sanitizer). Phase 10:
 --max-event-size measures an event's longest form (the server's codec): an
 event of control bytes whose WebSocket message (six bytes each) is over the
 limit is refused 413 naming that size, though its SSE event fits; one
-under it reaches an SSE hold and a WebSocket subscriber whole.
+under it reaches an SSE hold and a WebSocket subscriber whole. Phase 11:
+Pushpin (Debian's, with its zurl, as the bench runs it: smoke/bench_pushpin.py)
+in front of m0serve, its route over_http: the view written for Pushpin gets
+Pushpin's WebSocket-over-HTTP POSTs, which carry the client's
+Sec-WebSocket-Key, and answers them; a GET with that key and no Upgrade sent
+to m0serve itself is refused 400 naming the cause.
 """
 
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from m0smoke import (  # noqa: E402
-    DJANGO_ARGS, Smoke, check, http, publish_admin, publish_django, short)
+    DJANGO_ARGS, Fail, Smoke, check, http, publish_admin, publish_django, short)
 
 import emit  # noqa: E402
 import websockets  # noqa: E402  (Debian python3-websockets)
@@ -550,6 +557,47 @@ def phase10(ctx):
     ok = conn.read_until(lambda b: ("id: %d\n" % eid).encode() in b and b.endswith(b"\n\n"), 5)
     check(ok, "the SSE hold did not get event %d: %s" % (eid, short(conn.buf)))
     check(("data: %s\n" % fits).encode() in conn.buf, "the SSE hold's event is not whole")
+
+
+@smoke.phase(11, "Pushpin in front of m0serve (a migration's first step: its route over_http to m0serve serving "
+                 "Django): the view written for Pushpin gets Pushpin's WebSocket-over-HTTP POSTs, which carry "
+                 "the client's Sec-WebSocket-Key, and answers them (echo, binary, its close); a GET with the key "
+                 "and no Upgrade sent to m0serve itself is refused 400 saying so")
+def phase11(ctx):
+    import bench_pushpin  # noqa: E402  (Pushpin and its zurl, as the bench runs them)
+    log = ctx.tmpfile("grip-ws-events.log", "")
+    srv = ctx.server(DJANGO_ARGS + ["--realtime", "--heartbeat", "60", "--blocking-threads", "2"],
+                     env={"M0_GRIP_WS_LOG": log})
+    tmp = tempfile.mkdtemp(prefix="m0-pushpin-")
+    ctx.finalizers.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    try:
+        pp = bench_pushpin.PushpinServer("pushpin-unlimited", 16, tmp, ws=True, backend=srv.addr[1])
+    except SystemExit as e:
+        raise Fail("Pushpin did not start: %s" % e)
+    ctx.finalizers.append(pp.stop)
+
+    async def run():
+        async with websockets.connect("ws://127.0.0.1:%d/grip-ws?channel=g11&user=bo" % pp.port) as ws:
+            await echoes(ws, "hello", "echo: hello id=ok user=bo")
+            await echoes(ws, b"\x00\xffbin", b"\x00\xffbin")
+            await ws.send("close")
+            closed = "no close"
+            try:
+                closed = "a message: %r" % (await asyncio.wait_for(ws.recv(), 5),)
+            except websockets.exceptions.ConnectionClosed as e:
+                closed = e.rcvd.code if e.rcvd else None
+            check(closed == 4000, "the view's close through Pushpin: %r" % (closed,))
+
+    asyncio.run(run())
+    with open(log) as f:
+        seen = f.read().split()
+    check("OPEN" in seen and "TEXT" in seen, "the view heard %r through Pushpin" % seen)
+    # The same handshake to m0serve itself, its Upgrade lost on the way.
+    r = http(srv.addr, "GET", "/ws?channel=g11", [("Connection", "keep-alive"),
+                                                   ("Sec-WebSocket-Key", RFC_KEY),
+                                                   ("Sec-WebSocket-Version", "13")])
+    check(r.status == 400 and b"Upgrade: websocket" in r.body and b"proxy" in r.body,
+          "a GET with Sec-WebSocket-Key and no Upgrade: %s %s" % (r.summary(), short(r.body)))
 
 
 if __name__ == "__main__":

@@ -119,11 +119,15 @@ stats_format=tnetstring
 class PushpinServer:
     """Pushpin, zurl and the GRIP backend, started fresh in tmp."""
 
-    def __init__(self, kind, holds, tmp, ws=False):
+    def __init__(self, kind, holds, tmp, ws=False, backend=None):
         """ws: the holds are WebSockets, relayed to the backend as
-        WebSocket-over-HTTP (the route's over_http)."""
+        WebSocket-over-HTTP (the route's over_http). backend: the port of a
+        backend already running (smoke-websocket puts m0serve there) instead
+        of this module's GRIP backend."""
         self.kind, self.tmp = kind, tmp
-        self.port, self.pub_port, backend, push_in, push_in_sub, command = free_ports(6)
+        self.port, self.pub_port, own_backend, push_in, push_in_sub, command = free_ports(6)
+        started_backend = backend is None
+        backend = own_backend if started_backend else backend
         self.procs = []
         limits = (2500, 25000) if kind == "pushpin" else (0, 0)
         with open(INTERNAL_CONF) as f:
@@ -141,8 +145,9 @@ class PushpinServer:
             with open(os.path.join(tmp, name), "w") as f:
                 f.write(text)
         try:
-            self.backend = self._start([sys.executable, os.path.abspath(__file__), str(backend)], "backend")
-            wait_port(backend, self.backend, "the GRIP backend")
+            if started_backend:
+                self.backend = self._start([sys.executable, os.path.abspath(__file__), str(backend)], "backend")
+                wait_port(backend, self.backend, "the GRIP backend")
             self.zurl = self._start(["zurl", "--config=" + os.path.join(tmp, "zurl.conf")], "zurl")
             self.proc = self._start(["pushpin", "--config=" + os.path.join(tmp, "pushpin.conf")], "pushpin")
             wait_port(self.port, self.proc, kind)
