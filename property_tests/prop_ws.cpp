@@ -94,17 +94,6 @@ struct Rig : testing::ServerRig {
     }
 };
 
-// A client frame masked with `key` (RFC 6455 §5.3).
-std::string masked(uint8_t op, const std::string& payload, bool fin, std::array<uint8_t, 4> key) {
-    std::string f = frame(op, payload, fin, 0, false);  // the header and payload, unmasked
-    const size_t header = f.size() - payload.size();
-    f[1] = char(uint8_t(f[1]) | 0x80);
-    std::string out = f.substr(0, header);
-    for (uint8_t k : key) out += char(k);
-    for (size_t i = 0; i < payload.size(); ++i) out += char(uint8_t(payload[i]) ^ key[i % 4]);
-    return out;
-}
-
 std::string utf8(uint32_t cp) {
     std::string s;
     if (cp < 0x80) {
@@ -158,10 +147,11 @@ std::string fragments(uint8_t op, const std::string& msg, std::vector<size_t> cu
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
         if (i > 0 && i - 1 < pings.size() && pings[i - 1]) {
             sent_pings.push_back("p" + std::to_string(i));
-            out += masked(0x9, sent_pings.back(), true, key());
+            out += frame(0x9, sent_pings.back(), true, 0, true, key());
         }
         const bool last = i + 2 == cuts.size();
-        out += masked(i == 0 ? op : 0x0, msg.substr(cuts[i], cuts[i + 1] - cuts[i]), last, key());
+        out += frame(i == 0 ? op : 0x0, msg.substr(cuts[i], cuts[i + 1] - cuts[i]), last, 0, true,
+                     key());
     }
     return out;
 }

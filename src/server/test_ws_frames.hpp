@@ -2,6 +2,7 @@
 // (masked) frame, the server's frames parsed, a close frame's code. Test
 // thread only.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,9 +11,9 @@
 
 namespace m0::testing::wsf {
 
-// A client frame: masked (RFC 6455 §5.3) unless `mask` is false.
+// A client frame: masked (RFC 6455 §5.3) with `key` unless `mask` is false.
 inline std::string frame(uint8_t op, std::string_view payload, bool fin = true, uint8_t rsv = 0,
-                         bool mask = true) {
+                         bool mask = true, std::array<uint8_t, 4> key = {0x12, 0x34, 0x56, 0x78}) {
     std::string f;
     f += char((fin ? 0x80 : 0) | (rsv << 4) | op);
     const uint8_t m = mask ? 0x80 : 0;
@@ -27,10 +28,10 @@ inline std::string frame(uint8_t op, std::string_view payload, bool fin = true, 
         f += char(m | 127);
         for (int s = 56; s >= 0; s -= 8) f += char((n >> s) & 0xFF);
     }
-    const char key[4] = {0x12, 0x34, 0x56, 0x78};
-    if (mask) f.append(key, 4);
+    if (mask)
+        for (uint8_t k : key) f += char(k);
     for (size_t i = 0; i < payload.size(); ++i)
-        f += mask ? char(payload[i] ^ key[i % 4]) : payload[i];
+        f += mask ? char(uint8_t(payload[i]) ^ key[i % 4]) : payload[i];
     return f;
 }
 
