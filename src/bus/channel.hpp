@@ -40,6 +40,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,6 +108,12 @@ class BusChannel final : public Bus {
     void close();
     size_t queued(size_t lane = 0) const { return queues_[lane]->size(); }
     std::deque<Frame> peek(size_t lane = 0) const { return queues_[lane]->peek(); }
+    // Tests only: `fn` runs on the publishing thread each time a push onto
+    // lane `lane` lets that lane's lock go (NotifyQueue::released). Set it
+    // before anything publishes.
+    void on_lane_released(size_t lane, std::function<void()> fn) {
+        queues_[lane]->released = std::move(fn);
+    }
     // The last id handed out (first_id before the first publish).
     uint64_t last_id() const { return last_id_.load(); }
     uint64_t first_id() const { return first_id_; }

@@ -57,6 +57,7 @@ class NotifyQueue {
             if (observer) observer(items_.back(), items_.size());
         }
         if (wake) signal();
+        if (released) released();
         return true;
     }
 
@@ -76,6 +77,7 @@ class NotifyQueue {
             }
         }
         if (wake) signal();
+        if (released) released();
         return true;
     }
 
@@ -118,6 +120,11 @@ class NotifyQueue {
     // after each push, with the item and the queue's new size. Set it before
     // any producer runs.
     std::function<void(const T&, size_t)> observer;
+    // Tests only: called on the pushing thread once a push (or a whole
+    // batch) has let the queue lock go and signalled, so once a hold of the
+    // lock: a consumer acting here sees what a loop woken at that moment
+    // would. Set it before any producer runs.
+    std::function<void()> released;
 
   private:
     void signal() {
