@@ -184,10 +184,11 @@ def grant_for(channel, keys):
     return m0.grant.sign_grant([channel], 600, keys=[(kid, bytes.fromhex(h)) for kid, h in keys])
 
 
-@smoke.phase(4, "browser: an EventSource from a page on http://127.0.0.2:PORT to m0serve's /native/live "
-                "(grant in the URL, no cookie) is refused without --cors-origin, and receives an event "
-                "published after it opened with --cors-origin http://127.0.0.2:PORT", timeout=180.0)
-def phase4(ctx):
+def browser_cases(ctx, label, extra):
+    """test_cors.mjs on two cases against m0serve's /native/live from a page
+    on 127.0.0.2: a server without --cors-origin (refused) and one with the
+    page's origin (delivered); `extra` goes into each case (test_cors.mjs's
+    `page`, `replay`)."""
     node_path = node(BROWSER_DIR)
     origin = page_server(ctx)
     keys = [("k1", os.urandom(32).hex())]
@@ -196,13 +197,14 @@ def phase4(ctx):
     closed = server(ctx, [], key_path)
     opened = server(ctx, ["--cors-origin", origin], key_path)
     cases = []
-    for name, srv, expect in [("without --cors-origin: refused", closed, "refused"),
-                              ("with --cors-origin %s: delivered" % origin, opened, "delivered")]:
+    for name, srv, expect in [("%s without --cors-origin: refused" % label, closed, "refused"),
+                              ("%s with --cors-origin %s: delivered" % (label, origin), opened,
+                               "delivered")]:
         channel = "cors-browser-%d" % len(cases)
-        cases.append({"name": name, "expect": expect, "channel": channel, "key": ADMIN_KEY,
-                      "admin": "http://%s:%d" % srv.admin,
-                      "src": "http://%s:%d/native/live?grant=%s" % (srv.addr[0], srv.addr[1],
-                                                                    grant_for(channel, keys))})
+        cases.append(dict(extra, name=name, expect=expect, channel=channel, key=ADMIN_KEY,
+                          admin="http://%s:%d" % srv.admin,
+                          src="http://%s:%d/native/live?grant=%s" % (srv.addr[0], srv.addr[1],
+                                                                     grant_for(channel, keys))))
     env = dict(os.environ)
     env.pop("HEADED", None)
     env.update({"PAGE_URL": origin + "/page.html", "CASES": json.dumps(cases), "CHROMIUM": CHROMIUM})
@@ -213,14 +215,31 @@ def phase4(ctx):
           "test_cors.mjs exited %r: %s" % (rc, failed[0] if failed else short(lines[-3:])))
 
 
+@smoke.phase(4, "browser: an EventSource from a page on http://127.0.0.2:PORT to m0serve's /native/live "
+                "(grant in the URL, no cookie) is refused without --cors-origin, and receives an event "
+                "published after it opened with --cors-origin http://127.0.0.2:PORT", timeout=180.0)
+def phase4(ctx):
+    browser_cases(ctx, "EventSource", {})
+
+
+@smoke.phase(5, "browser: a page on http://127.0.0.2:PORT reads /native/live with fetch() and a "
+                "Last-Event-ID header (a fetch-based EventSource), which Chromium preflights: with "
+                "--cors-origin the loop answers the OPTIONS (204, the origin, the asked headers) and the "
+                "stream resumes after the cursor, replayed then live; without it the preflight fails",
+             timeout=180.0)
+def phase5(ctx):
+    # Three events before the page opens; its Last-Event-ID is the first's.
+    browser_cases(ctx, "fetch", {"page": "fetch.html", "replay": 3})
+
+
 if __name__ == "__main__":
     missing = not os.path.exists(CHROMIUM) and not {"-h", "--help", "--list"} & set(sys.argv[1:])
     if missing:
         # make sets M0_REQUIRE_BROWSER: `make deps` installs Chromium, so its
         # absence there is a failure, not a skip.
         required = bool(os.environ.get("M0_REQUIRE_BROWSER"))
-        print("%s %s phase 4: %s not installed" % ("FAIL" if required else "SKIP", SCRIPT, CHROMIUM),
-              flush=True)
-        smoke.phases = [p for p in smoke.phases if p[0] != 4]
+        print("%s %s phases 4 and 5: %s not installed" % ("FAIL" if required else "SKIP", SCRIPT,
+                                                             CHROMIUM), flush=True)
+        smoke.phases = [p for p in smoke.phases if p[0] not in (4, 5)]
     rc = smoke.main()
     sys.exit(rc or (1 if missing and os.environ.get("M0_REQUIRE_BROWSER") else 0))

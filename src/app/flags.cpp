@@ -537,10 +537,14 @@ const std::vector<Flag>& flags() {
                    "head gets `Vary: Origin`; any other Origin, or none, gets no "
                    "`Access-Control-*` field, so the browser refuses the stream. `*`: every hold "
                    "head says `Access-Control-Allow-Origin: *`. With the flag, m0serve owns these "
-                   "fields on hold heads (a handler's own are replaced). **Holds only**: ordinary "
-                   "answers are the application's (django-cors-headers, say), so the two never "
-                   "write the field twice. A malformed value, or the flag without `--realtime`, "
-                   "exits 2",
+                   "fields on hold heads (a handler's own are replaced). A page that reads a "
+                   "stream with `fetch()` and headers of its own (`Last-Event-ID`, "
+                   "`Authorization`) is preflighted: a mojo mount's preflight of a GET is "
+                   "answered on the loop, 204 with the origin, `GET, HEAD`, the asked headers and "
+                   "`Access-Control-Max-Age: 600`, or 403 naming why. **Holds only**: ordinary "
+                   "answers, and a WSGI app's preflights, are the application's "
+                   "(django-cors-headers, say), so the two never write the field twice. A "
+                   "malformed value, or the flag without `--realtime`, exits 2",
             .to = custom(set::cors_origin),
         },
         {

@@ -463,11 +463,14 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
                     auto* handler = handlers[i].get();
                     auto* pool = mojo_pool.get();
                     const bool here = handler->quick() && o.mojo_in_loop;
-                    server.add_mount(o.mounts[i].prefix, [pool, handler, via, here, u](
-                                                             m0::SlotRef s, m0::http::Request&& r) {
-                        return here ? pool->run_here(*handler, s, std::move(r), via, u)
-                                    : pool->submit(*handler, s, std::move(r), via);
-                    });
+                    // A mojo mount's CORS preflights are the server's (add_mount).
+                    server.add_mount(
+                        o.mounts[i].prefix,
+                        [pool, handler, via, here, u](m0::SlotRef s, m0::http::Request&& r) {
+                            return here ? pool->run_here(*handler, s, std::move(r), via, u)
+                                        : pool->submit(*handler, s, std::move(r), via);
+                        },
+                        true);
                 }
             }
         }

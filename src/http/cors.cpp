@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdint>
 
+#include "http/chars.hpp"
+
 namespace m0::http {
 
 namespace {
@@ -127,6 +129,69 @@ void CorsPolicy::apply(std::optional<std::string_view> origin, Headers& head) co
     if (!allow) return;
     head.add("Access-Control-Allow-Origin", std::move(*allow));
     if (credentials_) head.add("Access-Control-Allow-Credentials", "true");
+}
+
+bool is_preflight(const Request& req) {
+    return req.method == "OPTIONS" && req.headers.has("Origin") &&
+           req.headers.has("Access-Control-Request-Method");
+}
+
+bool preflight_reads(const Request& req) {
+    if (!is_preflight(req)) return false;
+    auto m = req.headers.get_joined("Access-Control-Request-Method");
+    return m == "GET" || m == "HEAD";
+}
+
+namespace {
+
+// Access-Control-Request-Headers: field names separated by commas and
+// optional whitespace (Fetch sends them lower-cased and sorted). Written back
+// as `name, name`; nullopt when an element is not a token.
+std::optional<std::string> header_list(std::string_view v) {
+    std::string out;
+    while (!v.empty()) {
+        size_t comma = v.find(',');
+        std::string_view item = v.substr(0, comma);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
+            item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+        if (!item.empty()) {
+            if (!std::all_of(item.begin(), item.end(), is_tchar)) return std::nullopt;
+            out += (out.empty() ? "" : ", ") + std::string(item);
+        }
+        if (comma == std::string_view::npos) break;
+        v.remove_prefix(comma + 1);
+    }
+    return out;
+}
+
+}  // namespace
+
+Response CorsPolicy::preflight(const Request& req) const {
+    auto origin = req.headers.get("Origin");
+    const std::string method = req.headers.get_joined("Access-Control-Request-Method").value_or("");
+    Response r;
+    if (!allow_origin(origin)) {
+        r = error_response(403, "origin not allowed to read holds (--cors-origin)");
+    } else if (method != "GET" && method != "HEAD") {
+        r = error_response(403, "a hold is read with GET, not " + method);
+    } else {
+        std::optional<std::string> names = std::string();
+        if (auto asked = req.headers.get_joined("Access-Control-Request-Headers"))
+            names = header_list(*asked);
+        if (!names) {
+            r = error_response(400, "Access-Control-Request-Headers is not a list of field names");
+        } else {
+            r.status = 204;
+            r.headers.add("Access-Control-Allow-Methods", "GET, HEAD");
+            if (!names->empty()) r.headers.add("Access-Control-Allow-Headers", *names);
+            r.headers.add("Access-Control-Max-Age", std::to_string(kPreflightMaxAge));
+        }
+    }
+    // The refusals carry no Access-Control-Allow-Origin: the browser fails
+    // the preflight, and the request is never made.
+    if (r.status == 204) apply(origin, r.headers);
+    return r;
 }
 
 std::string CorsPolicy::describe() const {

@@ -11,6 +11,11 @@
 // lower case, the scheme's default port left out), and the head echoes the
 // request's Origin as sent. An Origin not in the list gets no CORS header at
 // all, so the browser refuses the stream.
+// A page that reads a stream with fetch() and headers of its own (a
+// fetch-based EventSource sending Last-Event-ID or Authorization) is
+// preflighted first (Fetch §4.8): an OPTIONS with Access-Control-Request-
+// Method. The server answers those for its mojo mounts (preflight(), on the
+// loop); a WSGI app's are the app's, as its ordinary answers are.
 #pragma once
 #include <optional>
 #include <string>
@@ -27,6 +32,17 @@ namespace m0::http {
 // scheme, an empty host, a path (a trailing "/" too), a query, userinfo, a
 // port that is not 1..65535, or bytes outside a host name or [IPv6] literal.
 std::optional<std::string> normalize_origin(std::string_view text);
+
+// Fetch §4.8: a CORS preflight is an OPTIONS request with Origin and
+// Access-Control-Request-Method.
+bool is_preflight(const Request& req);
+// A preflight of a GET or HEAD: a request that could read a hold. One of
+// another method (a mount's own API) is left to the mount.
+bool preflight_reads(const Request& req);
+
+// How long a browser may keep a preflight's answer (Access-Control-Max-Age),
+// in seconds: a stream that reconnects within it is not preflighted again.
+inline constexpr int kPreflightMaxAge = 600;
 
 class CorsPolicy {
   public:
@@ -49,6 +65,14 @@ class CorsPolicy {
     // allowed); with a list of origins, `Vary: Origin` is added. A disabled
     // policy leaves `head` unchanged.
     void apply(std::optional<std::string_view> origin, Headers& head) const;
+    // The answer to a preflight (is_preflight) of a request that would read
+    // a hold: 204 with the CORS fields apply() sets, Access-Control-Allow-
+    // Methods `GET, HEAD` (what a hold is read with), the requested headers
+    // allowed and kPreflightMaxAge; 403 with a reason when the origin is not
+    // one of the policy's or the method is not GET or HEAD; 400 when
+    // Access-Control-Request-Headers is not a list of field names. The
+    // policy must be enabled.
+    Response preflight(const Request& req) const;
     // For the start-up log: "none", "*", or the normalized origins
     // comma-separated, then " with credentials" when so.
     std::string describe() const;

@@ -153,3 +153,84 @@ TEST_CASE("cors: the hold head gets the policy's fields and nothing else", "[htt
         CHECK_FALSE(h.has("Vary"));
     }
 }
+
+namespace {
+
+m0::http::Request preflight_of(std::string method, std::optional<std::string> origin,
+                               std::optional<std::string> asks_headers = std::nullopt) {
+    m0::http::Request r;
+    r.method = "OPTIONS";
+    if (origin) r.headers.add("Origin", *origin);
+    r.headers.add("Access-Control-Request-Method", std::move(method));
+    if (asks_headers) r.headers.add("Access-Control-Request-Headers", *asks_headers);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("cors: a preflight is an OPTIONS with Origin and Access-Control-Request-Method",
+          "[http][cors]") {
+    using m0::http::is_preflight;
+    using m0::http::preflight_reads;
+    CHECK(is_preflight(preflight_of("GET", "http://a.test")));
+    CHECK(preflight_reads(preflight_of("GET", "http://a.test")));
+    CHECK(preflight_reads(preflight_of("HEAD", "http://a.test")));
+    CHECK(is_preflight(preflight_of("POST", "http://a.test")));
+    CHECK_FALSE(preflight_reads(preflight_of("POST", "http://a.test")));
+    CHECK_FALSE(preflight_reads(preflight_of("get", "http://a.test")));  // methods have case
+    CHECK_FALSE(is_preflight(preflight_of("GET", std::nullopt)));
+    auto plain = preflight_of("GET", "http://a.test");
+    plain.method = "GET";
+    CHECK_FALSE(is_preflight(plain));
+    m0::http::Request options;
+    options.method = "OPTIONS";
+    options.headers.add("Origin", "http://a.test");
+    CHECK_FALSE(is_preflight(options));
+}
+
+TEST_CASE("cors: a hold's preflight: 204 with the origin, GET and the asked headers; else a reason",
+          "[http][cors]") {
+    SECTION("an allowed origin, with the headers a fetch-based EventSource sends") {
+        auto r =
+            policy({"http://a.test"}, true)
+                .preflight(preflight_of("GET", "http://A.test:80", "last-event-id,authorization"));
+        CHECK(r.status == 204);
+        CHECK(r.body.empty());
+        CHECK(r.headers.get("Access-Control-Allow-Origin") == "http://A.test:80");  // as sent
+        CHECK(r.headers.get("Access-Control-Allow-Credentials") == "true");
+        CHECK(r.headers.get("Access-Control-Allow-Methods") == "GET, HEAD");
+        CHECK(r.headers.get("Access-Control-Allow-Headers") == "last-event-id, authorization");
+        CHECK(r.headers.get("Access-Control-Max-Age") ==
+              std::to_string(m0::http::kPreflightMaxAge));
+        CHECK(r.headers.get("Vary") == "Origin");
+    }
+    SECTION("no headers asked: none allowed; spaces and empty items in the list are dropped") {
+        auto p = policy({"*"});
+        auto r = p.preflight(preflight_of("HEAD", "http://x.test"));
+        CHECK(r.status == 204);
+        CHECK(r.headers.get("Access-Control-Allow-Origin") == "*");
+        CHECK_FALSE(r.headers.has("Access-Control-Allow-Headers"));
+        CHECK_FALSE(r.headers.has("Vary"));
+        r = p.preflight(preflight_of("GET", "http://x.test", " last-event-id ,, cache-control\t"));
+        CHECK(r.headers.get("Access-Control-Allow-Headers") == "last-event-id, cache-control");
+    }
+    SECTION("another origin: 403 with a reason and no Access-Control field") {
+        auto r = policy({"http://a.test"}, true).preflight(preflight_of("GET", "http://b.test"));
+        CHECK(r.status == 403);
+        CHECK(r.body.find("--cors-origin") != std::string::npos);
+        CHECK(count(r.headers, "Access-Control-Allow-Origin") == 0);
+        CHECK(count(r.headers, "Access-Control-Allow-Methods") == 0);
+    }
+    SECTION("a method a hold is not read with: 403 naming it") {
+        auto r = policy({"http://a.test"}).preflight(preflight_of("DELETE", "http://a.test"));
+        CHECK(r.status == 403);
+        CHECK(r.body.find("DELETE") != std::string::npos);
+        CHECK(count(r.headers, "Access-Control-Allow-Origin") == 0);
+    }
+    SECTION("asked headers that are not field names: 400") {
+        auto r = policy({"http://a.test"})
+                     .preflight(preflight_of("GET", "http://a.test", "last-event-id, x y"));
+        CHECK(r.status == 400);
+        CHECK(count(r.headers, "Access-Control-Allow-Origin") == 0);
+    }
+}

@@ -52,6 +52,19 @@ http::Response text(int status, std::string body) {
     return r;
 }
 
+// A hold is read with GET (HEAD: its head alone). OPTIONS is answered with
+// what the route allows (a CORS preflight, with --cors-origin, is the loop's
+// and never comes here); any other method is refused 405 rather than held.
+std::optional<http::Response> hold_method(const http::Request& req) {
+    if (req.method == "GET" || req.method == "HEAD") return std::nullopt;
+    http::Response r = req.method == "OPTIONS"
+                           ? text(204, "")
+                           : text(405, "a hold is read with GET, not " + req.method + "\n");
+    if (r.status == 204) r.headers.remove("Content-Type");
+    r.headers.add("Allow", "GET, HEAD, OPTIONS");
+    return r;
+}
+
 http::Response hold_response(const std::string& channels) {
     http::Response r;
     r.headers.add("M0-Hold", "stream");
@@ -126,6 +139,10 @@ http::Response BuiltinMount::serve(const http::Request& req) {
     const std::string& p = req.path_info;
     if (p == "/hello") return text(200, "hello from mojo\n");
     if (p == "/echo") return echo(req);
+    const bool holds =
+        p == "/hold" || p == "/poll" || p == "/ws" || p == "/live" || p == "/live-ws";
+    if (holds)
+        if (auto refused = hold_method(req)) return std::move(*refused);
     if (p == "/hold" || p == "/poll" || p == "/ws") {
         // Unauthenticated on purpose: these routes exist to exercise the hold
         // mechanism. A real mount decides here whether the connection may be

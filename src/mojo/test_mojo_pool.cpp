@@ -297,6 +297,7 @@ TEST_CASE(
     const int64_t now = static_cast<int64_t>(std::time(nullptr));
     auto run = [&](const std::string& token) {
         http::Request r;
+        r.method = "GET";
         r.path_info = "/live";
         r.query = "grant=" + token;
         mojo::serve_job(h, pool, handler, {1, 1}, r, 0);
@@ -323,6 +324,7 @@ TEST_CASE(
             bus::BusChannel b;
             h.bus = &b;
             http::Request r;
+            r.method = "GET";
             r.path_info = "/live";
             r.query = query;
             mojo::serve_job(h, pool, handler, {1, 1}, r, 0);

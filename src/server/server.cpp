@@ -67,10 +67,10 @@ Server::~Server() {
 
 void Server::tag_slots(uint32_t loop) { first_gen_ = (loop << 24) | 1; }
 
-void Server::add_mount(std::string prefix, SubmitFn submit) {
+void Server::add_mount(std::string prefix, SubmitFn submit, bool preflights) {
     while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
     auto& mounts = routes_.mounts;
-    mounts.push_back({std::move(prefix), std::move(submit)});
+    mounts.push_back({std::move(prefix), std::move(submit), preflights});
     std::stable_sort(mounts.begin(), mounts.end(), [](const auto& a, const auto& b) {
         return a.prefix.size() > b.prefix.size();
     });
@@ -191,6 +191,12 @@ void Server::dispatch(Conn& c, Request req) {
         woh_start(c, std::move(req), mount->submit);
         return;
     }
+    if (answers_preflight(*mount, req)) {
+        Response r = cfg_.cors.preflight(req);
+        c.send_whole(r);
+        c.finish_request();
+        return;
+    }
     c.phase = Phase::waiting;
     const SlotRef slot = c.slot;
     const Admission admitted = mount->submit(slot, std::move(req));
@@ -206,6 +212,10 @@ void Server::dispatch(Conn& c, Request req) {
     // --request-timeout: the application's answer (or hold decision) is due by then.
     a->deadline = monotonic_seconds() + cfg_.request_timeout;
     a->arm_timer(cfg_.request_timeout);
+}
+
+bool Server::answers_preflight(const MountEntry& mount, const http::Request& req) const {
+    return mount.preflights && cfg_.cors.enabled() && http::preflight_reads(req);
 }
 
 const Server::Routes& Server::routes_for(const Conn& c) const {

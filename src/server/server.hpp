@@ -193,7 +193,11 @@ class Server final : private HoldSink {
     Server& operator=(const Server&) = delete;
 
     // PREFIX "/" (or "") mounts everything; "/native" serves /native and /native/...
-    void add_mount(std::string prefix, SubmitFn submit);
+    // `preflights`: with --cors-origin, the loop answers the mount's CORS
+    // preflights of GET and HEAD itself (http::CorsPolicy::preflight): a
+    // mojo mount's. A WSGI app answers its own, as it answers everything but
+    // hold heads.
+    void add_mount(std::string prefix, SubmitFn submit, bool preflights = false);
     void add_pool(const Pool* pool) { admin_.add_pool(pool); }
     // Loop thread: the admin key read again (SIGHUP).
     void set_admin_key(std::string key) { admin_.set_key(std::move(key)); }
@@ -556,7 +560,12 @@ class Server final : private HoldSink {
     struct MountEntry {
         std::string prefix;
         SubmitFn submit;
+        bool preflights = false;  // add_mount's
     };
+    // Whether the loop answers `req` to `mount` itself, as the CORS
+    // preflight of a GET that may be held (add_mount's `preflights`, with
+    // --cors-origin); one of another method is the mount's to answer.
+    bool answers_preflight(const MountEntry& mount, const http::Request& req) const;
     // What a listener's connections are served: its mounts, longest prefix
     // first, and whether an upgrade to WebSocket is checked and may be held.
     // Fixed before the loop runs (add_mount, the constructor); loop thread.
