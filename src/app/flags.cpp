@@ -541,10 +541,11 @@ const std::vector<Flag>& flags() {
                    "stream with `fetch()` and headers of its own (`Last-Event-ID`, "
                    "`Authorization`) is preflighted: a mojo mount's preflight of a GET is "
                    "answered on the loop, 204 with the origin, `GET, HEAD`, the asked headers and "
-                   "`Access-Control-Max-Age: 600`, or 403 naming why. **Holds only**: ordinary "
-                   "answers, and a WSGI app's preflights, are the application's "
-                   "(django-cors-headers, say), so the two never write the field twice. A "
-                   "malformed value, or the flag without `--realtime`, exits 2",
+                   "`Access-Control-Max-Age: 600`, or 403 naming why; so is one a WSGI view "
+                   "answers with a hold head. **Holds only**: ordinary answers, and a WSGI app's "
+                   "other preflights, are the application's (django-cors-headers, say), so the "
+                   "two never write the field twice. A malformed value, or the flag without "
+                   "`--realtime`, exits 2",
             .to = custom(set::cors_origin),
         },
         {

@@ -194,6 +194,15 @@ Response CorsPolicy::preflight(const Request& req) const {
     return r;
 }
 
+std::unique_ptr<CorsAsk> CorsPolicy::ask(const Request& req) const {
+    auto origin = req.headers.get("Origin");
+    if (!enabled() || !origin) return nullptr;
+    auto a = std::make_unique<CorsAsk>();
+    a->origin = std::string(*origin);
+    if (preflight_reads(req)) a->preflight = std::make_unique<Response>(preflight(req));
+    return a;
+}
+
 std::string CorsPolicy::describe() const {
     if (!enabled()) return "none";
     std::string out = any_ ? "*" : "";

@@ -15,8 +15,10 @@
 // fetch-based EventSource sending Last-Event-ID or Authorization) is
 // preflighted first (Fetch §4.8): an OPTIONS with Access-Control-Request-
 // Method. The server answers those for its mojo mounts (preflight(), on the
-// loop); a WSGI app's are the app's, as its ordinary answers are.
+// loop); a WSGI app's are the app's, as its ordinary answers are, unless it
+// answers one with a hold head (CorsAsk).
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +45,17 @@ bool preflight_reads(const Request& req);
 // How long a browser may keep a preflight's answer (Access-Control-Max-Age),
 // in seconds: a stream that reconnects within it is not preflighted again.
 inline constexpr int kPreflightMaxAge = 600;
+
+// What a request asked of the CORS policy, kept (with --cors-origin, when it
+// carries an Origin) for its hold head: the Origin, and for a preflight the
+// answer the policy gives it. A WSGI app that answers a preflight with a hold
+// head (a view that holds whatever the method) is answered that instead: the
+// server owns a hold's CORS fields, so it owns the preflight that asks for
+// them. Owned by the connection's (or stream's) loop thread.
+struct CorsAsk {
+    std::string origin;
+    std::unique_ptr<Response> preflight;  // is_preflight requests only
+};
 
 class CorsPolicy {
   public:
@@ -73,6 +86,10 @@ class CorsPolicy {
     // Access-Control-Request-Headers is not a list of field names. The
     // policy must be enabled.
     Response preflight(const Request& req) const;
+    // What `req` asks (its Origin, and preflight()'s answer when it is a
+    // preflight of a GET or HEAD); null when the policy is off or `req` has
+    // no Origin.
+    std::unique_ptr<CorsAsk> ask(const Request& req) const;
     // For the start-up log: "none", "*", or the normalized origins
     // comma-separated, then " with credentials" when so.
     std::string describe() const;

@@ -75,8 +75,9 @@ struct Server::Conn {
     double deadline = 0;  // waiting: when --request-timeout answers 504 (monotonic)
     std::shared_ptr<StreamState> stream;
     std::string remote_addr;
-    // The request's Origin (with --cors-origin), kept for a hold head's CORS fields.
-    std::unique_ptr<std::string> origin;
+    // The request's Origin (with --cors-origin), kept for a hold head's CORS
+    // fields, and a preflight's answer (http::CorsAsk).
+    std::unique_ptr<http::CorsAsk> cors;
     const Listener* via = nullptr;        // the listener it came through (null: adopted)
     std::unique_ptr<AccessEntry> access;  // --access-log only
     std::unique_ptr<PollState> poll;      // a long-poll only, from its h frame to its answer

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "http/cors.hpp"
 #include "http/message.hpp"
 #include "loop/slot.hpp"
 #include "pool/completion.hpp"
@@ -59,8 +60,9 @@ struct H2Stream {
     // (`in_body`), its body's last DATA (--body-timeout: the longest pause).
     double born = 0;
     bool in_body = false;
-    // The request's Origin (with --cors-origin), for a hold head's CORS fields.
-    std::unique_ptr<std::string> origin;
+    // The request's Origin (with --cors-origin), for a hold head's CORS
+    // fields, and a preflight's answer (http::CorsAsk).
+    std::unique_ptr<http::CorsAsk> cors;
     size_t header_bytes = 0;  // receiving: decoded header bytes (--max-header-size)
     size_t header_count = 0;  // receiving: header fields (--max-headers)
     // Queued for DATA frames: out[out_head] from out_off on, then the rest

@@ -122,8 +122,7 @@ void Server::h2_dispatch(Conn& c, H2Stream& st) {
     st.head_request = req.is_head();
     prepare_request(c, req);
     if (access_log_) access_begin(st.access, req, st.slot);
-    if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled())
-        st.origin = std::make_unique<std::string>(*o);
+    st.cors = cfg_.cors.ask(req);
     M0_LOG(debug, req.method, " ", req.target, " HTTP/2 stream ", std::to_string(st.id), " slot ",
            to_string(st.slot));
     const MountEntry* mount = route(routes_, req);
@@ -323,6 +322,13 @@ void Server::h2_completion(H2Stream& st, Completion& comp) {
 }
 
 void Server::h2_hold_head(Conn& c, H2Stream& st, Response& r) {
+    if (st.cors && st.cors->preflight && holds_.has(st.slot)) {
+        // A preflight the application answered with a hold head: the
+        // server's answer instead (http::CorsAsk), and no hold.
+        holds_.release(st.slot);
+        h2_whole(c, st, *st.cors->preflight);
+        return;
+    }
     if (st.poll && holds_.answers_once(st.slot)) {
         h2_poll(c, st, r);
         return;
@@ -339,7 +345,7 @@ void Server::h2_hold_head(Conn& c, H2Stream& st, Response& r) {
         h2_whole(c, st, e);
         return;
     }
-    cfg_.cors.apply(st.origin ? std::optional<std::string_view>(*st.origin) : std::nullopt,
+    cfg_.cors.apply(st.cors ? std::optional<std::string_view>(st.cors->origin) : std::nullopt,
                     r.headers);
     if (st.head_request) {
         // RFC 9110 §9.3.2: the head alone, and no hold.

@@ -453,6 +453,16 @@ void Server::on_io(evutil_socket_t fd, short what, void* arg) {
 // ---- a hold's head, and its end ----------------------------------------------
 
 void Server::finish_hold_head(Conn& c, http::Response& r) {
+    if (c.cors && c.cors->preflight && holds_.has(c.slot)) {
+        // The application answered a CORS preflight with a hold head (a
+        // stream or a long-poll): the preflight's answer is the server's
+        // (http::CorsAsk), and there is no hold.
+        holds_.release(c.slot);
+        c.keep_alive = false;
+        c.send_whole(*c.cors->preflight);
+        c.close_after_write();
+        return;
+    }
     if (c.poll && holds_.answers_once(c.slot)) {
         finish_poll(c, r);
         return;
@@ -479,7 +489,7 @@ void Server::finish_hold_head(Conn& c, http::Response& r) {
     // answer's are the application's.
     const bool ws = c.ws && is_websocket(holds_.transport(c.slot));
     if (!ws)
-        cfg_.cors.apply(c.origin ? std::optional<std::string_view>(*c.origin) : std::nullopt,
+        cfg_.cors.apply(c.cors ? std::optional<std::string_view>(c.cors->origin) : std::nullopt,
                         r.headers);
     std::string head = ws ? ws_head(c, r) : c.head_text(r, "");
     evbuffer* out = bufferevent_get_output(c.bev);

@@ -172,9 +172,7 @@ void Server::dispatch(Conn& c, Request req) {
     c.version_minor = static_cast<uint8_t>(req.version_minor);
     prepare_request(c, req);
     if (access_log_) access_begin(c, req);
-    c.origin.reset();
-    if (auto o = req.headers.get("Origin"); o && cfg_.cors.enabled())
-        c.origin = std::make_unique<std::string>(*o);
+    c.cors = cfg_.cors.ask(req);
     M0_LOG(debug, req.method, " ", req.target, " slot ", to_string(c.slot));
 
     const Routes& routes = routes_for(c);

@@ -42,7 +42,75 @@ std::string preflight(const std::string& path, const std::string& origin,
            "\r\nAccess-Control-Request-Headers: last-event-id, authorization\r\n\r\n";
 }
 
+// A view that holds whatever the method, as many a WSGI view does (no
+// require_GET): mounted as a WSGI app's mount is, without preflights.
+struct AnyMethodHold {
+    static constexpr std::string_view name = "any-method-hold";
+    explicit AnyMethodHold(const mojo::MojoEnv&) {}
+    http::Response serve(const http::Request&) {
+        http::Response r;
+        r.headers.add("M0-Hold", "stream");
+        r.headers.add("M0-Channel", "c");
+        r.body = ": held\n\n";
+        return r;
+    }
+};
+
 }  // namespace
+
+TEST_CASE("preflight: an app's hold head answering a preflight becomes the preflight's answer",
+          "[cors][loop]") {
+    Rig rig(with_cors());
+    mojo::HandlerFor<AnyMethodHold> view{mojo::MojoEnv{}};
+    rig.server->add_mount("/app", [&](SlotRef s, http::Request&& r) {
+        return rig.pool->submit(view, s, std::move(r));
+    });
+    std::string got;
+    SECTION("an allowed origin: 204 with the policy's fields, and no hold") {
+        rig.send(preflight("/app/stream", kAllowed, "GET"));
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        rig.read_until("\r\n\r\n", got);
+        CHECK(got.starts_with("HTTP/1.1 204 No Content\r\n"));
+        CHECK(got.find("Access-Control-Allow-Headers: last-event-id, authorization\r\n") !=
+              std::string::npos);
+        CHECK(got.find(": held") == std::string::npos);
+        CHECK_FALSE(rig.server->subscribed(rig.slot));
+        CHECK_FALSE(rig.server->holding(rig.slot));
+        CHECK(rig.metrics.holds_open.load() == 0);
+    }
+    SECTION("another origin: 403, and no hold") {
+        rig.send(preflight("/app/stream", "http://127.0.0.3:8080", "GET"));
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        rig.read_until("(--cors-origin)\n", got);
+        CHECK(got.starts_with("HTTP/1.1 403 Forbidden\r\n"));
+        CHECK_FALSE(rig.server->subscribed(rig.slot));
+    }
+    SECTION("over HTTP/2") {
+        auto c = rig.connect();
+        testing::H2Client h(*c);
+        const int32_t id =
+            h.request("OPTIONS", "/app/stream",
+                      {{"origin", kAllowed}, {"access-control-request-method", "GET"}});
+        REQUIRE(h.until(rig, [&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        REQUIRE(h.until(rig, [&] { return h.streams[id].closed; }));
+        CHECK(h.streams[id].header(":status") == "204");
+        CHECK(h.streams[id].header("access-control-allow-origin") == kAllowed);
+        CHECK(h.streams[id].data.empty());
+        CHECK(rig.server->alive(c->slot));
+    }
+    SECTION("the same view's GET is held, with the policy's fields") {
+        rig.send("GET /app/stream HTTP/1.1\r\nHost: h\r\nOrigin: http://127.0.0.2:8080\r\n\r\n");
+        REQUIRE(rig.loop.run_until([&] { return rig.pool->pool().queued() == 1; }));
+        REQUIRE(rig.pool->pool().run_next());
+        rig.read_until(": held\n\n", got);
+        CHECK(got.find("Access-Control-Allow-Origin: http://127.0.0.2:8080\r\n") !=
+              std::string::npos);
+        CHECK(rig.server->subscribed(rig.slot));
+    }
+}
 
 TEST_CASE("preflight: a mojo mount's preflight of a GET is the loop's answer", "[cors][loop]") {
     Rig rig(with_cors());
