@@ -1315,13 +1315,17 @@ def phase51(ctx):
                                     + DJANGO_ARGS, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True)
         try:
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 20
             while True:  # the first connection starts m0serve
                 try:
                     socket.create_connection((HOST, port), timeout=5).close()
                     break
-                except OSError:
-                    check(time.monotonic() < deadline, "systemd-socket-activate never listened")
+                except OSError as e:
+                    if time.monotonic() >= deadline:
+                        with open(log_path, "rb") as f:
+                            said = f.read().decode("utf-8", "replace")
+                        check(False, "systemd-socket-activate never listened on %d (%s; exit %r): %r"
+                              % (port, e, proc.poll(), said[-300:]))
                     time.sleep(0.05)
             rc = proc.wait(timeout=30)
         finally:
