@@ -130,9 +130,8 @@ void Server::h2_dispatch(Conn& c, H2Stream& st) {
         h2_refuse(c, st, 404, "no mount serves this path");
         return;
     }
-    if (answers_preflight(*mount, req)) {
-        Response r = cfg_.cors.preflight(req);
-        h2_whole(c, st, r);
+    if (answers_preflight(*mount, st.cors.get())) {
+        h2_whole(c, st, *st.cors->preflight);
         return;
     }
     const Admission admitted = mount->submit(st.slot, std::move(req));

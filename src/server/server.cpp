@@ -189,9 +189,8 @@ void Server::dispatch(Conn& c, Request req) {
         woh_start(c, std::move(req), mount->submit);
         return;
     }
-    if (answers_preflight(*mount, req)) {
-        Response r = cfg_.cors.preflight(req);
-        c.send_whole(r);
+    if (answers_preflight(*mount, c.cors.get())) {
+        c.send_whole(*c.cors->preflight);
         c.finish_request();
         return;
     }
@@ -212,8 +211,8 @@ void Server::dispatch(Conn& c, Request req) {
     a->arm_timer(cfg_.request_timeout);
 }
 
-bool Server::answers_preflight(const MountEntry& mount, const http::Request& req) const {
-    return mount.preflights && cfg_.cors.enabled() && http::preflight_reads(req);
+bool Server::answers_preflight(const MountEntry& mount, const http::CorsAsk* asked) const {
+    return mount.preflights && asked && asked->preflight;
 }
 
 const Server::Routes& Server::routes_for(const Conn& c) const {

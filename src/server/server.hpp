@@ -562,10 +562,12 @@ class Server final : private HoldSink {
         SubmitFn submit;
         bool preflights = false;  // add_mount's
     };
-    // Whether the loop answers `req` to `mount` itself, as the CORS
-    // preflight of a GET that may be held (add_mount's `preflights`, with
-    // --cors-origin); one of another method is the mount's to answer.
-    bool answers_preflight(const MountEntry& mount, const http::Request& req) const;
+    // Whether the loop answers a request to `mount` itself, as the CORS
+    // preflight of a GET that may be held: add_mount's `preflights`, and the
+    // policy (--cors-origin) gave the request a preflight answer when it
+    // dispatched it (`asked`, http::CorsPolicy::ask: a GET's or HEAD's
+    // only); one of another method is the mount's to answer.
+    bool answers_preflight(const MountEntry& mount, const http::CorsAsk* asked) const;
     // What a listener's connections are served: its mounts, longest prefix
     // first, and whether an upgrade to WebSocket is checked and may be held.
     // Fixed before the loop runs (add_mount, the constructor); loop thread.
