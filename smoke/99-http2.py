@@ -43,6 +43,12 @@ HTTP/2 (TLS), HTTP/1.1 (TLS) and h2c, and each arrives whole (its SHA-256);
 a body that stops (python3-h2 over TLS, a raw socket over HTTP/1.1) is
 answered 408 after --body-timeout, the HTTP/2 stream then reset NO_ERROR
 (RFC 9113 §8.1: the client stops sending) and the connection serves on.
+Phase 9: Django's session and CSRF over HTTP/2 (TLS), with the clients that
+check each field (RFC 9113 §8.2.1: no value begins or ends with whitespace,
+where Django's Set-Cookie values begin with a space): python3-h2 gets the
+form and its csrftoken cookie, posts the note with the token and gets the
+303 with the sessionid cookie, and the next GET shows the note; nghttp gets
+the form with no stream reset.
 """
 
 import os
@@ -601,6 +607,48 @@ def phase8(ctx):
     after = c.get("/hello")
     c.until(after.done, 5.0, "a request after it")
     check(after.status() == 200, "after the 408: %s" % c.describe())
+
+
+@smoke.phase(9, "Django's session and CSRF over HTTP/2: the cookies reach python3-h2 and nghttp, which "
+                "check each field")
+def phase9(ctx):
+    cert, key = self_signed(ctx)
+    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key])
+    c = H2Client(srv.addr, ca=cert)
+    ctx.conns.append(c)
+
+    def cookies(st):
+        return [v for n, v in st.headers or () if n == "set-cookie"]
+
+    page = c.get("/form")
+    c.until(page.done, 5.0, "the form")  # python3-h2 raises on a field it refuses
+    got = cookies(page)
+    check(page.status() == 200 and len(got) == 1 and got[0].startswith("csrftoken="),
+          "the form's cookie: %r %s" % (got, c.describe()))
+    token = got[0].split(";", 1)[0].split("=", 1)[1]
+    form = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.body)
+    check(form is not None, "no CSRF field in the form: %s" % short(page.body, 600))
+    body = b"csrfmiddlewaretoken=" + form.group(1) + b"&note=over+h2"
+    sid = c.conn.get_next_available_stream_id()
+    c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "https"), (":authority", c.authority),
+                              (":path", "/form"), ("content-type", "application/x-www-form-urlencoded"),
+                              ("content-length", str(len(body))), ("cookie", "csrftoken=" + token),
+                              ("referer", "https://%s/form" % c.authority)], end_stream=False)
+    c.conn.send_data(sid, body, end_stream=True)
+    c.flush()
+    post = c.streams[sid] = Stream(sid, "/form")
+    c.until(post.done, 5.0, "the POST")
+    got = cookies(post)
+    check(post.status() == 303 and any(v.startswith("sessionid=") for v in got),
+          "the POST's answer: %r %s" % (got, c.describe()))
+    session = [v for v in got if v.startswith("sessionid=")][0].split(";", 1)[0]
+    again = c.get("/form", [("cookie", "csrftoken=%s; %s" % (token, session))])
+    c.until(again.done, 5.0, "the form again")
+    check(again.status() == 200 and b'<span id="note">over h2</span>' in again.body,
+          "the saved note: %s" % c.describe())
+    rc, out, err = run([NGHTTP, "-v", url(srv.addr, "/form", "https")])
+    check(rc == 0 and "Invalid HTTP header field" not in out + err and "RST_STREAM" not in out
+          and "set-cookie: csrftoken=" in out, "nghttp: rc %d %s %s" % (rc, short(out, 900), short(err)))
 
 
 if __name__ == "__main__":

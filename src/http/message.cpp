@@ -19,6 +19,20 @@ std::string to_lower(std::string_view s) {
     return out;
 }
 
+std::string_view trim_ows(std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
+}
+
+bool is_field_value(std::string_view v) {
+    for (char ch : v) {
+        const auto c = static_cast<unsigned char>(ch);
+        if ((c < 0x20 && c != '\t') || c == 0x7f) return false;
+    }
+    return true;
+}
+
 std::optional<std::string_view> Headers::get(std::string_view name) const {
     for (const auto& [k, v] : items)
         if (iequals(k, name)) return std::string_view(v);

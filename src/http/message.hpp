@@ -15,6 +15,15 @@ namespace m0::http {
 
 bool iequals(std::string_view a, std::string_view b);
 std::string to_lower(std::string_view s);
+// RFC 9110 §5.5: a field value without the whitespace (SP, HTAB) around it,
+// which a field line may carry but which is not part of the value. Written
+// as given it is legal HTTP/1.1, but an HTTP/2 field value must not begin
+// or end with it (RFC 9113 §8.2.1: clients reset the stream), and WSGI apps
+// give it (Django's Set-Cookie values begin with a space).
+std::string_view trim_ows(std::string_view v);
+// RFC 9110 §5.5: field-value = *field-char of VCHAR, obs-text, SP and HTAB;
+// false when `v` has any other control character (CR, LF, NUL among them).
+bool is_field_value(std::string_view v);
 
 struct Headers {
     std::vector<std::pair<std::string, std::string>> items;

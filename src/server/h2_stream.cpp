@@ -169,7 +169,7 @@ void Server::h2_submit(Conn& c, H2Stream& st, Response& r, std::optional<uint64_
     for (const auto& [k, v] : r.headers.items) {
         if (connection_field(k)) continue;
         if (iequals(k, "Server")) has_server = true;
-        fields.emplace_back(to_lower(k), v);
+        fields.emplace_back(to_lower(k), trim_ows(v));
     }
     fields.emplace_back("date", date_header());
     if (!has_server) fields.emplace_back("server", cfg_.server_header);

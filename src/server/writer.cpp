@@ -50,7 +50,7 @@ std::string Server::Conn::head_text(const Response& r, std::string_view framing)
             iequals(k, "Connection") || iequals(k, "Date") || iequals(k, "Keep-Alive"))
             continue;
         if (iequals(k, "Server")) has_server = true;
-        h.append(k).append(": ").append(v).append("\r\n");
+        h.append(k).append(": ").append(trim_ows(v)).append("\r\n");
     }
     h.append("Date: ").append(server->date_header()).append("\r\n");
     if (!has_server) h.append("Server: ").append(server->cfg_.server_header).append("\r\n");
@@ -73,10 +73,13 @@ const char* Server::invalid_answer(const Response& r) {
         // containing CR, LF, or NUL characters are invalid and dangerous, due to
         // the varying ways that implementations might parse and interpret those
         // characters": written as they are, they would end the field (or the
-        // head) where the handler chose, and split the response.
+        // head) where the handler chose, and split the response. Any other
+        // control character is no field-char either, and an HTTP/2 client
+        // resets the stream that carries one (RFC 9113 §8.2.1).
         if (!is_token(k)) return "the handler answered a header field name that is not a token";
-        if (v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
-            return "the handler answered CR, LF or NUL in a header field value";
+        if (!is_field_value(v))
+            return "the handler answered a control character (CR, LF, NUL or another) in a "
+                   "header field value";
     }
     return nullptr;
 }
