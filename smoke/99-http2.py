@@ -49,6 +49,13 @@ where Django's Set-Cookie values begin with a space): python3-h2 gets the
 form and its csrftoken cookie, posts the note with the token and gets the
 303 with the sessionid cookie, and the next GET shows the note; nghttp gets
 the form with no stream reset.
+Phase 10: request bodies in all (--max-body-total 8 MB): h2load sends 100
+uploads of 3 MB at once on one HTTP/2 connection to the mojo mount; each
+is answered 200 or 503 (with Retry-After), some of each, and the server's
+memory high-water grows by far less than the 300 MB the streams would
+have held (304 MiB before the bound); a curl upload over HTTP/1.1 at the
+same time is 200 or 503, and after them every upload fits again (Django's
+echo view, by its SHA-256).
 """
 
 import os
@@ -649,6 +656,54 @@ def phase9(ctx):
     rc, out, err = run([NGHTTP, "-v", url(srv.addr, "/form", "https")])
     check(rc == 0 and "Invalid HTTP header field" not in out + err and "RST_STREAM" not in out
           and "set-cookie: csrftoken=" in out, "nghttp: rc %d %s %s" % (rc, short(out, 900), short(err)))
+
+
+def vm_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s for the server" % field)
+
+
+@smoke.phase(10, "--max-body-total: 100 uploads of 3 MB on one HTTP/2 connection are 200 or 503, the "
+                 "memory bounded; afterwards every upload fits")
+def phase10(ctx):
+    cert, key = self_signed(ctx)
+    srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key, "--max-body-size",
+                                    "4000000", "--max-body-total", "8000000"])
+    body = os.urandom(3000000)
+    path = ctx.tmpfile("upload.bin", "")
+    with open(path, "wb") as f:
+        f.write(body)
+    want = hashlib.sha256(body).hexdigest()
+    rc, out, err = curl(["--cacert", cert, url(srv.addr, "/hello", "https")])
+    check(rc == 0, "the server before: %s" % short(err))
+    before = vm_kib(srv.proc.pid, "VmHWM")
+    h2load = subprocess.Popen([shutil.which("h2load") or "/usr/bin/h2load", "-n", "100", "-c", "1",
+                               "-m", "100", "-d", path, url(srv.addr, "/native/hello", "https")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    rc, out1, err1 = curl(["--http1.1", "--cacert", cert, "-D", "-", "--data-binary", "@" + path,
+                           url(srv.addr, "/native/hello", "https")], timeout=30)
+    out, err = h2load.communicate(timeout=60)
+    out = out.decode("utf-8", "replace")
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    check(h2load.returncode == 0 and codes, "h2load: %s %s" % (short(out, 900), short(err)))
+    ok, bad = int(codes.group(1)), int(codes.group(4))
+    check(ok >= 1 and bad >= 1 and ok + bad == 100 and "100 done" in out,
+          "h2load's 100 uploads: %d 2xx, %d 5xx: %s" % (ok, bad, short(out, 900)))
+    check(rc == 0 and (out1.startswith("HTTP/1.1 200") and out1.endswith("hello from mojo\n")
+                       or out1.startswith("HTTP/1.1 503") and "retry-after: 1" in out1.lower()),
+          "the HTTP/1.1 upload beside them: %s %s" % (short(out1, 600), short(err1)))
+    grew = vm_kib(srv.proc.pid, "VmHWM") - before
+    sys.stderr.write("  [phase 10] %d of 100 uploads answered 200, %d 503; memory high-water grew "
+                     "%d KiB\n" % (ok, bad, grew))
+    check(grew < 100 * 1024, "the memory high-water grew by %d KiB" % grew)
+    for _ in range(3):  # every share came back
+        rc, out, err = curl(["--http2", "--cacert", cert, "--data-binary", "@" + path,
+                             url(srv.addr, "/echo", "https")], timeout=30)
+        check(rc == 0 and '"body_sha256": "%s"' % want in out, "an upload after: %s %s" % (
+            short(out), short(err)))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,9 @@ std::vector<Flag> with_tls_rows(std::vector<Flag> rows);
 std::vector<Flag> with_ws_rows(std::vector<Flag> rows);
 // `rows` with HTTP/2's rows (flags_h2.cpp) after the tls-handshake-timeout one.
 std::vector<Flag> with_h2_rows(std::vector<Flag> rows);
+// `rows` with a request's limits and timeouts (flags_limits.cpp) after the
+// forwarded-allow-ips one.
+std::vector<Flag> with_request_rows(std::vector<Flag> rows);
 // The row of --NAME (NAME without the dashes; not the positional); null when none.
 const Flag* find_flag(std::string_view name);
 // The flag (its name, no dashes) a name m0serve does not know is nearest to,

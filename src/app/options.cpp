@@ -111,6 +111,10 @@ static Options parse_args(const std::vector<std::string>& args,
         fail("--admin-tls needs --certfile and --keyfile");
     if (o.server.admin_tls && (!o.admin || !o.admin->path.empty()))
         fail("--admin-tls needs a TCP --admin-listen (HOST:PORT)");
+    if (o.server.max_body_total < o.server.limits.max_body)
+        fail("--max-body-total " + std::to_string(o.server.max_body_total) +
+             " is below --max-body-size " + std::to_string(o.server.limits.max_body) +
+             ": a body of that size could never be read");
     if (o.redis && !o.realtime) fail("--bus " + o.redis->text + " needs --realtime");
     if (!o.server.ws.over_http.empty() && !o.realtime) fail("--ws-over-http needs --realtime");
     if (!o.bus_password_file.empty() && !o.redis)

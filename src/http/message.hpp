@@ -42,6 +42,8 @@ struct Headers {
     size_t remove(std::string_view name);
 };
 
+class BodyCharge;  // body_budget.hpp
+
 struct Request {
     std::string method;
     std::string target;  // as sent: path?query
@@ -51,6 +53,9 @@ struct Request {
     int version_minor = 1;
     Headers headers;
     std::string body;
+    // The body's share of --max-body-total (body_budget.hpp), given back when
+    // the last copy of the request is gone; null for a request with no body.
+    std::shared_ptr<BodyCharge> body_charge;
     bool keep_alive = true;
     std::string remote_addr;  // the peer's, or a trusted proxy's client (http/forwarded.hpp)
     uint16_t remote_port = 0;

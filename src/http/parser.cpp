@@ -191,6 +191,7 @@ int RequestParser::on_message_begin(http_parser* p) {
     s->last_was_value_ = false;
     s->head_bytes_ = 0;
     s->body_bytes_ = 0;
+    s->declared_body_ = 0;
     s->in_message_ = true;
     s->head_done_ = false;
     s->fields_ = 0;
@@ -413,6 +414,7 @@ int RequestParser::on_headers_complete(http_parser* p) {
         return s->fail(413, "request body too large");
 
     r.keep_alive = http_should_keep_alive(p) != 0;
+    if (cl_seen && !(p->flags & F_CHUNKED)) s->declared_body_ = p->content_length;
     s->head_done_ = true;
     s->frame_active_ = (p->flags & F_CHUNKED) != 0;
 

@@ -28,6 +28,7 @@
 #pragma once
 #include <http_parser.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -75,6 +76,14 @@ class RequestParser {
     bool in_message() const { return in_message_; }
     // True while the head of the current message is complete (body pending).
     bool head_done() const { return head_done_; }
+    // The body bytes of the message being read known so far: its declared
+    // Content-Length from the head on, else what has arrived (chunked).
+    size_t body_known() const { return std::max(body_bytes_, declared_body_); }
+    // The message's share of --max-body-total (the connection charges it);
+    // it goes with the request take() gives.
+    std::shared_ptr<BodyCharge>& body_charge() { return req_.body_charge; }
+    // A refused message: what was read of it, and its charge, let go.
+    void drop_message() { req_ = Request{}; }
 
   private:
     static int on_message_begin(http_parser*);
@@ -104,6 +113,7 @@ class RequestParser {
     bool last_was_value_ = false;
     size_t head_bytes_ = 0;
     size_t body_bytes_ = 0;
+    size_t declared_body_ = 0;  // the head's Content-Length (0: none, or chunked)
     bool in_message_ = false;
     bool head_done_ = false;
     bool complete_ = false;

@@ -48,6 +48,7 @@ struct Metrics {
     std::atomic<uint64_t> accept_paused{0};        // accept() out of fds: listeners paused
     std::atomic<uint64_t> requests_total{0};
     std::atomic<uint64_t> requests_timed_out{0};  // 504s past --request-timeout
+    std::atomic<uint64_t> bodies_refused{0};      // 503s past --max-body-total
     // TLS client connections (not the admin listener's); loop threads bump them.
     std::atomic<uint64_t> tls_handshakes{0};         // handshakes completed
     std::atomic<uint64_t> tls_resumed{0};            // of them, sessions resumed

@@ -117,8 +117,11 @@ struct Server::Conn {
     bool output_full() const;
     // The answer is written: the next request, or the close.
     void finish_request();
-    // Answers `status` with `reason` and closes.
-    void fail_request(int status, std::string_view reason);
+    // Answers `status` with `reason` and closes; `retry`: with Retry-After.
+    void fail_request(int status, std::string_view reason, bool retry = false);
+    // Charges the body known so far of the request being read to
+    // --max-body-total; false when it does not fit.
+    bool charge_body();
     void close_after_write();
     // Closing once the output is out: stop sending, read until the client
     // closes or the linger's seconds pass.

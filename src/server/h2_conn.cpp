@@ -112,10 +112,13 @@ struct Server::H2Io {
         auto* st = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(s, f->hd.stream_id));
         if (!st || st->state != H2Stream::State::receiving) return 0;
         Conn& c = conn(p);
+        if (f->hd.type == NGHTTP2_HEADERS && !st->refuse && !c.server->h2_charge_body(*st, 0))
+            st->refuse = 503;  // its declared content-length does not fit
         if (st->refuse) {
-            c.server->h2_refuse(
-                c, *st, st->refuse,
-                st->refuse == 431 ? "request header fields too large" : "request body too large");
+            c.server->h2_refuse(c, *st, st->refuse,
+                                st->refuse == 431   ? "request header fields too large"
+                                : st->refuse == 503 ? kBodyTotalReason
+                                                    : "request body too large");
             return 0;
         }
         if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) {
@@ -134,6 +137,11 @@ struct Server::H2Io {
         Conn& c = conn(p);
         if (st->req->body.size() + len > c.server->cfg_.limits.max_body) {
             st->refuse = 413;
+            st->req->body.clear();
+            return 0;
+        }
+        if (!c.server->h2_charge_body(*st, len)) {
+            st->refuse = 503;
             st->req->body.clear();
             return 0;
         }

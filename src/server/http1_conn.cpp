@@ -111,6 +111,15 @@ void Server::Conn::process_input() {
             fail_request(res.error_status, res.error_reason);
             return;
         }
+        // The body's bytes as they become known (its Content-Length at the
+        // head, before any 100 Continue), within --max-body-total.
+        if ((parser->head_done() || res.status == RequestParser::Status::complete) &&
+            !charge_body()) {
+            in_process = false;
+            s.metrics_.bodies_refused.fetch_add(1);
+            fail_request(503, kBodyTotalReason, true);
+            return;
+        }
         if (res.status == RequestParser::Status::expect_continue) {
             // RFC 9110 §10.1.1: the client waits for 100 before sending the body.
             static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -169,12 +178,22 @@ void Server::Conn::finish_request() {
     process_input();
 }
 
-void Server::Conn::fail_request(int status, std::string_view reason) {
+bool Server::Conn::charge_body() {
+    const size_t want = parser->body_known();
+    if (want == 0) return true;
+    auto& charge = parser->body_charge();
+    if (!charge) charge = std::make_shared<http::BodyCharge>(server->cfg_.body_budget);
+    return charge->reach(want);
+}
+
+void Server::Conn::fail_request(int status, std::string_view reason, bool retry) {
     M0_LOG(info, "request from ", remote_addr, " refused ", std::to_string(status), ": ", reason);
+    if (parser) parser->drop_message();  // not kept through the lingering close
     keep_alive = false;
     head_request = false;
     version_minor = 1;
     Response r = error_response(status, reason);
+    if (retry) r.headers.add("Retry-After", "1");
     send_whole(r);
     close_after_write();
 }

@@ -63,6 +63,9 @@ std::string render_metrics(const Metrics& m, const std::vector<const Pool*>& poo
     line(o, "m0_requests_total", "counter", "Requests parsed.", m.requests_total.load());
     line(o, "m0_requests_timed_out_total", "counter",
          "Requests answered 504 past --request-timeout.", m.requests_timed_out.load());
+    line(o, "m0_request_bodies_refused_total", "counter",
+         "Requests answered 503: their bodies would pass --max-body-total.",
+         m.bodies_refused.load());
     line(o, "m0_tls_handshakes_total", "counter", "TLS handshakes completed.",
          m.tls_handshakes.load());
     line(o, "m0_tls_resumed_total", "counter", "TLS handshakes that resumed a session.",

@@ -27,6 +27,8 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
              [this](const std::string& channel, const AdminApi::Closed& done) {
                  done(close_channel(channel));
              }) {
+    if (!cfg_.body_budget)
+        cfg_.body_budget = std::make_shared<http::BodyBudget>(cfg_.max_body_total);
     std::string unused;
     trust_all_ = *http::TrustedProxies::parse("*", unused);
     // A peer that left makes writes fail with EPIPE, handled as an error on

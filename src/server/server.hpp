@@ -50,6 +50,7 @@
 
 #include "bus/channel.hpp"
 #include "hold/hold.hpp"
+#include "http/body_budget.hpp"
 #include "http/cors.hpp"
 #include "http/forwarded.hpp"
 #include "http/message.hpp"
@@ -65,6 +66,9 @@
 struct ssl_st;  // OpenSSL's SSL
 
 namespace m0::server {
+// A request refused past --max-body-total (503, with Retry-After).
+inline constexpr const char* kBodyTotalReason =
+    "too much request body buffered in all (--max-body-total); try again";
 class AccessLog;
 struct WohState;
 struct WsReader;
@@ -106,6 +110,11 @@ struct ServerConfig {
     // Its body, once the head is in: the longest pause between its bytes
     // (--body-timeout; nginx's client_body_timeout is the same rule).
     double body_timeout = 60;
+    // Request bodies buffered at once in all (--max-body-total): the binary
+    // makes one budget every loop's server shares; a server made without one
+    // makes its own of this size.
+    uint64_t max_body_total = uint64_t(256) << 20;
+    std::shared_ptr<http::BodyBudget> body_budget;
     double keepalive_timeout = 30;
     double write_timeout = 60;
     double request_timeout = 60;  // an answer not decided in time is 504 (--request-timeout)
@@ -437,6 +446,10 @@ class Server final : private HoldSink {
     void h2_shutdown(Conn& c);  // the drain: GOAWAY, holds' retry hints
     void h2_dispatch(Conn& c, H2Stream& st);
     void h2_refuse(Conn& c, H2Stream& st, int status, std::string_view reason);
+    // Charges a stream's body to --max-body-total: its declared
+    // content-length at the head (`more` 0), then `more` bytes arriving;
+    // false (counted) when it does not fit.
+    bool h2_charge_body(H2Stream& st, size_t more);
     void h2_completion(H2Stream& st, Completion& comp);
     // HEADERS for `r`, with content-length `length`, DATA from the stream's
     // queue (or file) when `body`.

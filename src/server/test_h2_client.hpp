@@ -106,7 +106,8 @@ struct H2Client {
         return submit(method, path, std::move(extra), body ? &prd : nullptr);
     }
     // A request whose body the test sends piece by piece (send_body); its id.
-    int32_t upload(const std::string& method, const std::string& path) {
+    int32_t upload(const std::string& method, const std::string& path,
+                   std::vector<std::pair<std::string, std::string>> extra = {}) {
         auto up = std::make_unique<Upload>();
         nghttp2_data_provider prd{};
         prd.source.ptr = up.get();
@@ -120,7 +121,7 @@ struct H2Client {
             if (u.pending.empty() && u.done) *flags |= NGHTTP2_DATA_FLAG_EOF;
             return static_cast<ssize_t>(n);
         };
-        const int32_t id = submit(method, path, {}, &prd);
+        const int32_t id = submit(method, path, std::move(extra), &prd);
         uploads[id] = std::move(up);
         return id;
     }
