@@ -12,7 +12,8 @@ signed by it (each with its own serial); clients trust the CA alone.
             --realtime [--admin-listen 127.0.0.1:P3 --admin-tls --admin-key-file F]
 
 Phase 1: bad TLS flags exit 2 with one line: one of --certfile/--keyfile
-alone, an unreadable file, a key that is not the certificate's; --check
+alone, an unreadable file, a key that is not the certificate's, a
+passphrase-protected key (refused with no prompt); --check
 lists the TLS listener. Phase 2: curl --cacert GETs from Django (its
 environ says wsgi.url_scheme https and HTTPS=on) and from the mojo mount,
 a wsgi.file_wrapper file (3 MiB, twice on one connection) arrives whole;
@@ -124,7 +125,7 @@ def s_client(addr, args, stdin=b"", timeout=10):
 
 # ---- phases --------------------------------------------------------------------
 
-@smoke.phase(1, "start-up: --certfile without --keyfile (and back), an unreadable file, a key "
+@smoke.phase(1, "start-up: --certfile without --keyfile (and back), an unreadable file, an encrypted key, a key "
                 "not the certificate's: exit 2 with one line naming it; --check lists the TLS listener")
 def phase1(ctx):
     pki = Pki(ctx)
@@ -132,6 +133,10 @@ def phase1(ctx):
     _, other = pki.leaf("b", 1002)
     base = ["--listen", "127.0.0.1:0", "--mount", "/=mojo"]
     missing = pki.path("nosuch.pem")
+    encrypted = pki.path("encrypted.key")
+    rc, _, err = run([OPENSSL, "pkey", "-in", key, "-aes256", "-passout", "pass:secret", "-out",
+                      encrypted], "openssl pkey")
+    check(rc == 0, "openssl pkey: %s" % short(err))
     for extra, want in [
             (["--certfile", cert], "--certfile and --keyfile go together"),
             (["--keyfile", key], "--certfile and --keyfile go together"),
@@ -139,6 +144,8 @@ def phase1(ctx):
             (["--certfile", cert, "--keyfile", missing], "--keyfile " + missing + ": cannot read"),
             (["--certfile", key, "--keyfile", key], "--certfile " + key + ": not a PEM certificate"),
             (["--certfile", cert, "--keyfile", other], "--keyfile " + other + ": not the key of"),
+            (["--certfile", cert, "--keyfile", encrypted], "--keyfile " + encrypted +
+             ": an encrypted (passphrase-protected) key"),  # and no prompt: one line
     ]:
         rc, out, err = ctx.run_binary(base + extra)
         lines = err.strip().splitlines()

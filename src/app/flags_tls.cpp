@@ -31,7 +31,9 @@ std::vector<Flag> with_tls_rows(std::vector<Flag> rows) {
             .metavar = "PATH",
             .shown = "none",
             .help = "TLS: the certificate's private key (PEM)",
-            .doc = "the private key of `--certfile` (PEM, unencrypted)",
+            .doc =
+                "the private key of `--certfile` (PEM, unencrypted: a passphrase-protected key is "
+                "refused at start, no passphrase asked)",
             .to = text(AT(keyfile)),
         },
         {

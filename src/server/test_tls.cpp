@@ -182,6 +182,14 @@ TEST_CASE("tls: a bad file is refused with one line naming it", "[tls]") {
                      certs.path("a.pem"));
     CHECK_FALSE(TlsContext::load(certs.path("a.key"), certs.path("a.key"), err));
     CHECK(err.starts_with("--certfile " + certs.path("a.key") + ": not a PEM certificate"));
+    // A passphrase-protected key: refused, with no prompt (one would wait
+    // on the terminal that runs the tests).
+    const std::string enc = certs.path("enc.key");
+    REQUIRE(std::system(("openssl pkey -in " + certs.path("a.key") +
+                         " -aes256 -passout pass:secret -out " + enc + " 2>/dev/null")
+                            .c_str()) == 0);
+    CHECK_FALSE(TlsContext::load(certs.path("a.pem"), enc, err));
+    CHECK(err.starts_with("--keyfile " + enc + ": an encrypted (passphrase-protected) key"));
 }
 
 TEST_CASE("tls: a reload takes the new certificate, and a bad file keeps the one in use", "[tls]") {

@@ -108,6 +108,12 @@ int select_alpn(SSL* ssl, const unsigned char** out, unsigned char* outlen, cons
 }
 
 // Whether `path` opens for reading; `err` says why not.
+// pem_password_cb: asks nothing; notes that a passphrase was wanted.
+int no_passphrase(char*, int, int, void* wanted) {
+    if (wanted) *static_cast<bool*>(wanted) = true;
+    return 0;
+}
+
 bool readable(const std::string& flag, const std::string& path, std::string& err) {
     std::FILE* f = std::fopen(path.c_str(), "r");
     if (!f) {
@@ -158,7 +164,22 @@ SSL_CTX* make_context(const std::string& certfile, const std::string& keyfile,
     SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
     if (SSL_CTX_use_certificate_chain_file(ctx, certfile.c_str()) != 1)
         return fail("--certfile " + certfile + ": not a PEM certificate: " + openssl_error());
-    if (SSL_CTX_use_PrivateKey_file(ctx, keyfile.c_str(), SSL_FILETYPE_PEM) != 1) {
+    // A passphrase-protected key: OpenSSL's own callback would prompt on the
+    // terminal (and a SIGHUP reload would wait there, on the loop); none is
+    // asked, and the refusal says why.
+    bool encrypted = false;
+    SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, &encrypted);
+    const int used = SSL_CTX_use_PrivateKey_file(ctx, keyfile.c_str(), SSL_FILETYPE_PEM);
+    SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr);
+    if (used != 1 && encrypted) {
+        ERR_clear_error();
+        return fail("--keyfile " + keyfile +
+                    ": an encrypted (passphrase-protected) key; m0serve asks for no passphrase: "
+                    "keep the key decrypted, readable by its user alone (openssl pkey -in KEY "
+                    "-out PLAIN)");
+    }
+    if (used != 1) {
         if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
             ERR_clear_error();
             return fail("--keyfile " + keyfile + ": not the key of --certfile " + certfile);
