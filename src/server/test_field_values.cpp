@@ -132,3 +132,37 @@ TEST_CASE("field values: a control character in a value is the handler's fault, 
         }
     }
 }
+
+TEST_CASE(
+    "field values: a handler's Connection: close ends its connection after the answer, whole or "
+    "streamed; a request pipelined behind it is not read",
+    "[server]") {
+    for (const bool streamed : {false, true}) {
+        DYNAMIC_SECTION((streamed ? "streamed" : "whole")) {
+            AppRig rig;
+            auto c = rig.connect();
+            REQUIRE(
+                c->send("GET /app/a HTTP/1.1\r\nHost: h\r\n\r\n"
+                        "GET /app/b HTTP/1.1\r\nHost: h\r\n\r\n"));
+            REQUIRE(rig.step_until([&] { return rig.got.size() == 1; }));
+            http::Response r;
+            r.headers.add("Connection", "keep-alive, Close");
+            r.body = "bye";
+            if (streamed) {
+                auto st = std::make_shared<StreamState>(1 << 16);
+                r.body.clear();
+                rig.post_kind(rig.got[0], Completion::Kind::head, st, r);
+                rig.post_kind(rig.got[0], Completion::Kind::chunk, st, {}, "bye");
+                rig.post_kind(rig.got[0], Completion::Kind::end, st);
+            } else {
+                rig.post(rig.got[0], r);
+            }
+            CHECK(rig.wait_eof(*c));
+            INFO(c->in);
+            CHECK(c->in.find("\r\nConnection: close\r\n") != std::string::npos);
+            CHECK(c->in.find("keep-alive") == std::string::npos);
+            CHECK(c->in.find("bye") != std::string::npos);
+            CHECK(rig.got.size() == 1);  // b was never read
+        }
+    }
+}

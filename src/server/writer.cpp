@@ -21,6 +21,17 @@ using namespace m0::http;
 // sendfile(2)); the kernel's socket buffer bounds it too.
 constexpr size_t kFileWriteMax = 512 * 1024;
 
+namespace {
+// RFC 9112 §9.6: a handler that answers `Connection: close` ends its
+// connection after the answer (gunicorn does so for a WSGI app); the field
+// itself is the server's to write (head_text leaves the handler's out).
+bool asks_close(const Response& r) {
+    for (const auto& item : ws::list_items(r.headers, "Connection"))
+        if (iequals(item, "close")) return true;
+    return false;
+}
+}  // namespace
+
 const std::string& Server::date_header() {
     time_t now = std::time(nullptr);
     if (now != date_time_) {
@@ -117,6 +128,7 @@ void Server::Conn::send_whole(Response& r) {
         M0_LOG(error, "answer for slot ", to_string(slot), " refused 502: ", why);
         r = error_response(502, why);
     }
+    if (asks_close(r)) keep_alive = false;
     std::string framing;
     if (!bodiless_status(r.status)) {
         size_t len = r.body.size();
@@ -140,6 +152,7 @@ void Server::Conn::send_file(Response& r, FileBody& f) {
         refuse_answer(why);
         return;
     }
+    if (asks_close(r)) keep_alive = false;
     const bool body = !head_request && !bodiless_status(r.status);
     std::string framing;
     if (!bodiless_status(r.status)) {
@@ -189,6 +202,7 @@ void Server::Conn::start_stream(Response& r, std::shared_ptr<StreamState> st) {
         refuse_answer(why);
         return;
     }
+    if (asks_close(r)) keep_alive = false;
     stream = std::move(st);
     phase = Phase::streaming;
     std::string framing;
