@@ -32,6 +32,18 @@ std::vector<Flag> with_h2_rows(std::vector<Flag> rows) {
                    "doing escape --h2-max-concurrent-streams and the bound on its own RST_STREAMs)",
             .to = number(AT(server.h2_max_stream_errors), 1, uint32_t(1) << 20),
         },
+        {
+            .name = "h2-window",
+            .metavar = "BYTES",
+            .help = "an HTTP/2 stream's receive window; the connection's is 16\n"
+                    "times it (default {default})",
+            .doc = "SETTINGS_INITIAL_WINDOW_SIZE: what of an upload an HTTP/2 client may send "
+                   "before it hears from the server; the connection's window is 16 times it "
+                   "(at most 2^31-1). An upload goes at most a window a round trip: HTTP/2's "
+                   "default of 65535 bytes is 640 KB/s over a 100 ms link. A pace, not a bound: "
+                   "bodies are read whole, within `--max-body-size` and `--max-body-total`",
+            .to = number(AT(server.h2_window), uint32_t(65535), uint32_t(0x7fffffff)),
+        },
     };
     return insert_after(std::move(rows), "tls-handshake-timeout", std::move(h2));
 }

@@ -227,8 +227,17 @@ void Server::h2_start(Conn& c) {
     const nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, cfg_.h2_max_streams},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<uint32_t>(cfg_.limits.max_header)},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, cfg_.h2_window},
     };
     nghttp2_submit_settings(c.h2->session, NGHTTP2_FLAG_NONE, iv, std::size(iv));
+    // The connection's window (no setting carries it: a WINDOW_UPDATE does),
+    // so that several uploads at once each keep their stream's pace. A body
+    // is buffered whole whatever the windows (--max-body-size and
+    // --max-body-total bound the memory), so they are a pace, not a bound.
+    const auto window = std::min<uint64_t>(uint64_t(cfg_.h2_window) * kH2ConnectionWindows,
+                                           NGHTTP2_MAX_WINDOW_SIZE);
+    nghttp2_session_set_local_window_size(c.h2->session, NGHTTP2_FLAG_NONE, 0,
+                                          static_cast<int32_t>(window));
     bufferevent_setwatermark(c.bev, EV_WRITE, kOutputMax / 2, 0);
     c.h2->idle_since = monotonic_seconds();
     h2_arm(c, c.h2->idle_since + cfg_.keepalive_timeout);

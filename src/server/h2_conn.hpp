@@ -29,6 +29,9 @@
 
 namespace m0::server {
 
+// A connection's receive window, in streams' windows (--h2-window's).
+inline constexpr uint32_t kH2ConnectionWindows = 16;
+
 struct H2Stream {
     enum class State : uint8_t {
         receiving,  // its request's headers and body are arriving

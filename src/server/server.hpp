@@ -164,6 +164,11 @@ struct ServerConfig {
     // the client's own RST_STREAMs). The budget refills by a tenth of it a
     // second; past it, GOAWAY ENHANCE_YOUR_CALM (--h2-max-stream-errors).
     uint32_t h2_max_stream_errors = 100;
+    // Each stream's receive window (SETTINGS_INITIAL_WINDOW_SIZE; the
+    // connection's is kH2ConnectionWindows times it): what of an upload a
+    // client may send before it hears from the server (--h2-window).
+    // HTTP/2's default, 65535 bytes, caps an upload at a window a round trip.
+    uint32_t h2_window = 1 << 20;
     std::string server_header = "m0serve/" M0_VERSION;
     WsConfig ws;
 };

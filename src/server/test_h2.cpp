@@ -394,3 +394,25 @@ TEST_CASE(
     CHECK((h.streams[d].data == big));
     CHECK(rig.server->alive(c->slot));
 }
+
+TEST_CASE(
+    "h2: a stream's receive window is --h2-window and the connection's 16 times it, so an upload "
+    "is not held to HTTP/2's 65535 bytes a round trip") {
+    for (const uint32_t window : {uint32_t(1) << 20, uint32_t(65535), uint32_t(1) << 30}) {
+        DYNAMIC_SECTION("--h2-window " << window) {
+            ServerConfig cfg;
+            if (window != (uint32_t(1) << 20)) cfg.h2_window = window;  // else the default
+            AppRig rig(cfg);
+            auto c = rig.connect();
+            H2Client h(*c);
+            const int32_t id = h.request("GET", "/app/x");
+            REQUIRE(h.until(rig, [&] { return rig.got.size() == 1; }));
+            CHECK(nghttp2_session_get_remote_settings(
+                      h.session, NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE) == window);
+            const int64_t conn = std::min<int64_t>(int64_t(window) * 16, NGHTTP2_MAX_WINDOW_SIZE);
+            CHECK(nghttp2_session_get_remote_window_size(h.session) == conn);
+            rig.post(rig.got[0].first, text(200, "ok"));
+            REQUIRE(h.until(rig, [&] { return h.streams[id].closed; }));
+        }
+    }
+}
