@@ -43,9 +43,10 @@ std::vector<Flag> with_request_rows(std::vector<Flag> rows) {
             .help = "request bodies buffered at once in all; a body that\n"
                     "would pass it is 503 (default {default})",
             .doc = "request bodies a process buffers at once, in all (each is read whole before "
-                   "its application runs): a request whose body would pass it (its "
-                   "Content-Length at the head, before any `100 Continue`, or its bytes as they "
-                   "come) is answered 503 with `Retry-After` and the reason; over HTTP/1.1 the "
+                   "its application runs), counted as bytes arrive: a request whose body would "
+                   "pass it (its bytes as they come, or at its head a Content-Length larger "
+                   "than what is left, before any `100 Continue`; a declared length reserves "
+                   "nothing) is answered 503 with `Retry-After` and the reason; over HTTP/1.1 the "
                    "connection then closes, over HTTP/2 the stream is reset. Without it one "
                    "HTTP/2 connection's streams could hold `--h2-max-concurrent-streams` times "
                    "`--max-body-size`. At least `--max-body-size`; "

@@ -28,7 +28,6 @@
 #pragma once
 #include <http_parser.h>
 
-#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -76,9 +75,10 @@ class RequestParser {
     bool in_message() const { return in_message_; }
     // True while the head of the current message is complete (body pending).
     bool head_done() const { return head_done_; }
-    // The body bytes of the message being read known so far: its declared
-    // Content-Length from the head on, else what has arrived (chunked).
-    size_t body_known() const { return std::max(body_bytes_, declared_body_); }
+    // The message being read: its body's bytes so far, and the length its
+    // head declared (Content-Length; 0 when none, or chunked).
+    size_t body_read() const { return body_bytes_; }
+    size_t body_declared() const { return declared_body_; }
     // The message's share of --max-body-total (the connection charges it);
     // it goes with the request take() gives.
     std::shared_ptr<BodyCharge>& body_charge() { return req_.body_charge; }

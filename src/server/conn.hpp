@@ -119,8 +119,9 @@ struct Server::Conn {
     void finish_request();
     // Answers `status` with `reason` and closes; `retry`: with Retry-After.
     void fail_request(int status, std::string_view reason, bool retry = false);
-    // Charges the body known so far of the request being read to
-    // --max-body-total; false when it does not fit.
+    // Charges the body read so far of the request being read to
+    // --max-body-total, once its declared length is seen to fit what is
+    // left (nothing reserved for it); false when either does not fit.
     bool charge_body();
     void close_after_write();
     // Closing once the output is out: stop sending, read until the client

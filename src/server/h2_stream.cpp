@@ -162,16 +162,16 @@ void Server::h2_refuse(Conn& c, H2Stream& st, int status, std::string_view reaso
 }
 
 bool Server::h2_charge_body(H2Stream& st, size_t more) {
-    size_t want = st.req->body.size() + more;
+    uint64_t declared = 0;
     if (more == 0)
         if (auto cl = st.req->headers.get("content-length"))
             if (auto n = parse_content_length(*cl))  // past max_body: 413 as its DATA comes
-                want = std::max(want,
-                                static_cast<size_t>(std::min<uint64_t>(*n, cfg_.limits.max_body)));
-    if (want == 0) return true;
+                declared = std::min<uint64_t>(*n, cfg_.limits.max_body);
+    const size_t read = st.req->body.size() + more;
+    if (declared == 0 && read == 0) return true;
     auto& charge = st.req->body_charge;
     if (!charge) charge = std::make_shared<http::BodyCharge>(cfg_.body_budget);
-    if (charge->reach(want)) return true;
+    if (charge->could_reach(declared) && charge->reach(read)) return true;
     metrics_.bodies_refused.fetch_add(1);
     return false;
 }

@@ -179,11 +179,12 @@ void Server::Conn::finish_request() {
 }
 
 bool Server::Conn::charge_body() {
-    const size_t want = parser->body_known();
-    if (want == 0) return true;
+    const size_t declared = parser->body_declared();
+    const size_t read = parser->body_read();
+    if (declared == 0 && read == 0) return true;
     auto& charge = parser->body_charge();
     if (!charge) charge = std::make_shared<http::BodyCharge>(server->cfg_.body_budget);
-    return charge->reach(want);
+    return charge->could_reach(declared) && charge->reach(read);
 }
 
 void Server::Conn::fail_request(int status, std::string_view reason, bool retry) {

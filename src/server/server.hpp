@@ -452,8 +452,9 @@ class Server final : private HoldSink {
     void h2_dispatch(Conn& c, H2Stream& st);
     void h2_refuse(Conn& c, H2Stream& st, int status, std::string_view reason);
     // Charges a stream's body to --max-body-total: its declared
-    // content-length at the head (`more` 0), then `more` bytes arriving;
-    // false (counted) when it does not fit.
+    // content-length checked against what is left at the head (`more` 0,
+    // nothing reserved), then `more` bytes arriving; false (counted) when it
+    // does not fit.
     bool h2_charge_body(H2Stream& st, size_t more);
     void h2_completion(H2Stream& st, Completion& comp);
     // HEADERS for `r`, with content-length `length`, DATA from the stream's

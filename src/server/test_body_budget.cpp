@@ -53,18 +53,22 @@ TEST_CASE("body budget: charges are taken within the limit and given back", "[ht
         CHECK(budget->used() == 100);
         CHECK_FALSE(a.reach(61));
         CHECK(a.bytes() == 60);
+        CHECK(a.could_reach(60));
+        CHECK_FALSE(a.could_reach(61));  // asked, nothing taken
+        CHECK(budget->used() == 100);
     }
     CHECK(budget->used() == 0);
 }
 
 TEST_CASE(
-    "body budget: over HTTP/1.1 a declared body that does not fit is 503 before any 100 "
-    "Continue; a request's share comes back when it is gone",
+    "body budget: over HTTP/1.1 a declared body that does not fit what is left is 503 before any "
+    "100 Continue; a declared length reserves nothing; a request's share comes back when it is "
+    "gone",
     "[server]") {
     AppRig rig(small_total());
     auto a = rig.connect();
-    REQUIRE(a->send(post("/app/a", 600) + std::string(100, 'a')));  // 600 declared, 100 sent
-    REQUIRE(rig.step_until([&] { return rig.used() == 600; }));
+    REQUIRE(a->send(post("/app/a", 900) + std::string(800, 'a')));  // 900 declared, 800 sent
+    REQUIRE(rig.step_until([&] { return rig.used() == 800; }));
 
     auto b = rig.connect();
     REQUIRE(b->send(post("/app/b", 600, "Expect: 100-continue\r\n")));
@@ -77,21 +81,29 @@ TEST_CASE(
     CHECK(rig.wait_eof(*b));
     CHECK(rig.metrics.bodies_refused.load() == 1);
 
-    auto c = rig.connect();  // 600 + 400 fit
-    REQUIRE(c->send(post("/app/c", 400) + std::string(400, 'c')));
-    REQUIRE(a->send(std::string(500, 'a')));
-    REQUIRE(rig.step_until([&] { return rig.got.size() == 2; }));
-    CHECK(rig.used() == 1000);  // both requests, still queued, keep their shares
-    CHECK(rig.got[0].second.body.size() + rig.got[1].second.body.size() == 1000);
+    // A head that declares what fits, and sends nothing more: it holds none.
+    auto idle = rig.connect();
+    REQUIRE(idle->send(post("/app/idle", 200)));
+    auto c = rig.connect();  // 800 + 150 fit
+    REQUIRE(c->send(post("/app/c", 150) + std::string(150, 'c')));
+    REQUIRE(rig.step_until([&] { return rig.got.size() == 1; }));
+    CHECK(rig.used() == 950);
+    REQUIRE(a->send(std::string(100, 'a')));  // a's last bytes pass the total: 1050
+    REQUIRE(rig.read_until(*a, "--max-body-total"));
+    CHECK(a->in.starts_with("HTTP/1.1 503 "));
+    CHECK(rig.wait_eof(*a));
+    CHECK(rig.used() == 150);  // a's 800 let go with it
 
-    // The pool is done with a's request: its share comes back.
-    const size_t of_a = rig.got[0].second.body.size() == 600 ? 0 : 1;
-    rig.post(rig.got[of_a].first, http::Response{});
-    rig.got.erase(rig.got.begin() + static_cast<long>(of_a));
-    CHECK(rig.used() == 400);
+    // The pool is done with c's request: its share comes back.
+    rig.post(rig.got[0].first, http::Response{});
+    rig.got.clear();
+    CHECK(rig.used() == 0);
     auto d = rig.connect();
-    REQUIRE(d->send(post("/app/d", 600) + std::string(600, 'd')));
-    REQUIRE(rig.step_until([&] { return rig.got.size() == 2; }));
+    REQUIRE(d->send(post("/app/d", 1000) + std::string(1000, 'd')));
+    REQUIRE(rig.step_until([&] { return rig.got.size() == 1; }));
+    CHECK(rig.used() == 1000);
+    REQUIRE(idle->send("x"));  // now its 200 do not fit: refused at its first byte
+    REQUIRE(rig.read_until(*idle, "--max-body-total"));
     rig.got.clear();
     CHECK(rig.used() == 0);
 }
@@ -124,21 +136,21 @@ TEST_CASE(
     auto c = rig.connect();
     H2Client h(*c);
     const int32_t a = h.upload("POST", "/app/a", {{"content-length", "600"}});
-    h.send_body(a, std::string(100, 'a'), false);
-    REQUIRE(h.until(rig, [&] { return rig.used() == 600; }));
-    const int32_t b = h.upload("POST", "/app/b", {{"content-length", "600"}});
-    const int32_t grows = h.upload("POST", "/app/grows");  // no content-length
+    h.send_body(a, std::string(500, 'a'), false);
+    REQUIRE(h.until(rig, [&] { return rig.used() == 500; }));
+    const int32_t b = h.upload("POST", "/app/b", {{"content-length", "600"}});  // 600 > 500 left
+    const int32_t grows = h.upload("POST", "/app/grows");                       // no content-length
     h.send_body(grows, std::string(300, 'g'), false);
-    REQUIRE(h.until(rig, [&] { return h.streams[b].closed && rig.used() == 900; }));
+    REQUIRE(h.until(rig, [&] { return h.streams[b].closed && rig.used() == 800; }));
     CHECK(h.streams[b].header(":status") == "503");
     CHECK(h.streams[b].header("retry-after") == "1");
     CHECK(h.streams[b].data.find("--max-body-total") != std::string::npos);
-    CHECK(h.streams[b].error == NGHTTP2_NO_ERROR);  // answered before its end: reset
-    h.send_body(grows, std::string(200, 'g'), true);
+    CHECK(h.streams[b].error == NGHTTP2_NO_ERROR);    // answered before its end: reset
+    h.send_body(grows, std::string(300, 'g'), true);  // 1100
     REQUIRE(h.until(rig, [&] { return h.streams[grows].closed; }));
     CHECK(h.streams[grows].header(":status") == "503");
-    CHECK(rig.used() == 600);
-    h.send_body(a, std::string(500, 'a'), true);
+    CHECK(rig.used() == 500);
+    h.send_body(a, std::string(100, 'a'), true);
     REQUIRE(h.until(rig, [&] { return rig.got.size() == 1; }));
     CHECK(rig.got[0].second.body.size() == 600);
     rig.post(rig.got[0].first, http::Response{});
