@@ -56,6 +56,11 @@ memory high-water grows by far less than the 300 MB the streams would
 have held (304 MiB before the bound); a curl upload over HTTP/1.1 at the
 same time is 200 or 503, and after them every upload fits again (Django's
 echo view, by its SHA-256).
+Phase 11: the receive windows python3-h2 is given: a stream's
+SETTINGS_INITIAL_WINDOW_SIZE is --h2-window (1 MiB by default, 64 KiB when
+set so) and the connection's window 16 times it, so an upload goes without
+waiting on a WINDOW_UPDATE every 64 KiB; a 2 MB upload to Django's echo
+view, sent as the windows allow, arrives whole (its SHA-256).
 """
 
 import os
@@ -705,6 +710,41 @@ def phase10(ctx):
         check(rc == 0 and '"body_sha256": "%s"' % want in out, "an upload after: %s %s" % (
             short(out), short(err)))
 
+
+@smoke.phase(11, "the receive windows: --h2-window for a stream (1 MiB by default), 16 times it for "
+                 "the connection, as python3-h2 reads them; a 2 MB upload within them")
+def phase11(ctx):
+    for flags, window in (([], 1 << 20), (["--h2-window", "65536"], 65536)):
+        srv = ctx.server(DJANGO_ARGS + flags)
+        c = H2Client(srv.addr)
+        ctx.conns.append(c)
+        st = c.get("/hello")
+        c.until(st.done, 5.0, "an answer")
+        got = c.conn.remote_settings.initial_window_size
+        check(got == window, "%r: SETTINGS_INITIAL_WINDOW_SIZE %r, want %d" % (flags, got, window))
+        got = c.conn.outbound_flow_control_window
+        check(got == 16 * window, "%r: the connection's window %d, want %d" % (flags, got, 16 * window))
+        body = os.urandom(1000 * 1000).hex().encode()  # 2 MB that JSON takes as it is
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", c.authority),
+                                  (":path", "/echo"), ("content-length", str(len(body)))])
+        up = c.streams[sid] = Stream(sid, "/echo")
+        sent = 0
+        for _ in range(100000):  # as much as the windows allow, then what the server gives back
+            if sent == len(body) or up.done():
+                break
+            # (python3-h2's local window of a stream: what this side may send on it)
+            room = min(16384, c.conn.local_flow_control_window(sid), len(body) - sent)
+            if room > 0:
+                c.conn.send_data(sid, body[sent:sent + room], end_stream=sent + room == len(body))
+                sent += room
+                c.flush()
+            else:
+                c.read(1.0)
+        c.until(up.done, 20.0, "the upload's answer")
+        want = '"body_sha256": "%s"' % hashlib.sha256(body).hexdigest()
+        check(up.status() == 200 and want.encode() in up.body,
+              "%r: the 2 MB upload: %s" % (flags, short(up.body[-300:], 300)))
 
 if __name__ == "__main__":
     sys.exit(smoke.main())
