@@ -712,7 +712,9 @@ def phase32(ctx):
     for q in queued:
         r = q.read_response("GET", 5)
         check(r.status == 200, "a queued request: %s" % r.summary())
-@smoke.phase(33, "bad flags exit 2 with one line on stderr: --max-event-size not below --hold-buffer-limit")
+@smoke.phase(33, "bad flags exit 2 with one line on stderr: --max-event-size not below --hold-buffer-limit, "
+                 "--max-body-total below --max-body-size; a --max-body-size past the total's default "
+                 "raises it")
 def phase33(ctx):
     for event, limit in (("65536", "65536"), ("300000", "262144")):
         line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--max-event-size", event,
@@ -720,6 +722,15 @@ def phase33(ctx):
                         "max-event-size-%s" % event)
         check("--max-event-size" in line and "--hold-buffer-limit" in line,
               "the one line does not name both flags: %r" % line)
+    line = bad_flag(ctx, ["--listen", "127.0.0.1:%d" % free_port(), "--max-body-total", "1000000",
+                          "--mount", "/=mojo"], "max-body-total")
+    check("--max-body-total 1000000" in line and "--max-body-size 16777216" in line,
+          "the one line does not name both flags: %r" % line)
+    # A configuration that raised --max-body-size before --max-body-total
+    # existed still starts: the total's default follows it.
+    srv = ctx.server(["--max-body-size", "300000000", "--mount", "/native=mojo"])
+    check("body 292968 KiB (292968 KiB in all)" in srv.log_text(),
+          "the config line: %s" % short(srv.log_text(), 1500))
 
 
 

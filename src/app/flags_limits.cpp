@@ -40,6 +40,7 @@ std::vector<Flag> with_request_rows(std::vector<Flag> rows) {
             .name = "max-body-total",
             .kind = Flag::value,
             .metavar = "BYTES",
+            .shown = "268435456 (or --max-body-size when larger)",
             .help = "request bodies buffered at once in all; a body that\n"
                     "would pass it is 503 (default {default})",
             .doc = "request bodies a process buffers at once, in all (each is read whole before "
@@ -49,7 +50,7 @@ std::vector<Flag> with_request_rows(std::vector<Flag> rows) {
                    "nothing) is answered 503 with `Retry-After` and the reason; over HTTP/1.1 the "
                    "connection then closes, over HTTP/2 the stream is reset. Without it one "
                    "HTTP/2 connection's streams could hold `--h2-max-concurrent-streams` times "
-                   "`--max-body-size`. At least `--max-body-size`; "
+                   "`--max-body-size`. Given, at least `--max-body-size`; "
                    "`m0_request_bodies_refused_total` counts the refusals",
             .to = number(AT(server.max_body_total), 1, uint64_t(1) << 44),
         },

@@ -111,7 +111,7 @@ static Options parse_args(const std::vector<std::string>& args,
         fail("--admin-tls needs --certfile and --keyfile");
     if (o.server.admin_tls && (!o.admin || !o.admin->path.empty()))
         fail("--admin-tls needs a TCP --admin-listen (HOST:PORT)");
-    if (o.server.max_body_total < o.server.limits.max_body)
+    if (o.server.max_body_total && o.server.max_body_total < o.server.limits.max_body)
         fail("--max-body-total " + std::to_string(o.server.max_body_total) +
              " is below --max-body-size " + std::to_string(o.server.limits.max_body) +
              ": a body of that size could never be read");

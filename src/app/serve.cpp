@@ -262,7 +262,7 @@ void log_configuration(const Options& o, size_t loops, const m0::server::Server&
     M0_LOG(info, "config: access log ", o.access_log.empty() ? "off" : o.access_log);
     M0_LOG(info, "config: requests: head ", kib(o.server.limits.max_header), " and ",
            std::to_string(o.server.limits.max_headers), " fields, body ",
-           kib(o.server.limits.max_body), " (", kib(o.server.max_body_total),
+           kib(o.server.limits.max_body), " (", kib(o.server.body_total()),
            " in all); timeouts header ", secs(o.server.header_timeout), ", body pause ",
            secs(o.server.body_timeout), ", keep-alive ", secs(o.server.keepalive_timeout),
            ", write ", secs(o.server.write_timeout), ", request ", secs(o.server.request_timeout),
@@ -440,7 +440,7 @@ int serve(Options o, int worker, const m0::mojo::Registry& registry, const std::
 
     {
         // One budget of buffered request bodies for the process's loops.
-        o.server.body_budget = std::make_shared<m0::http::BodyBudget>(o.server.max_body_total);
+        o.server.body_budget = std::make_shared<m0::http::BodyBudget>(o.server.body_total());
         for (size_t u = 0; u < nloops; ++u) {
             m0::server::LoopUnit& unit = loops[u];
             unit.server = std::make_unique<m0::server::Server>(unit.loop, o.server, unit.ring,

@@ -288,6 +288,23 @@ TEST_CASE("options: --loops takes 1 to 256, defaults to the cores (0 here), and 
           1);
 }
 
+TEST_CASE(
+    "options: --max-body-total is 256 MiB, or --max-body-size when that is larger; given, it is "
+    "not below --max-body-size",
+    "[app][options]") {
+    CHECK(parse({"app"}).server.body_total() == uint64_t(256) << 20);
+    // A configuration that raised --max-body-size before the total existed still starts.
+    CHECK(parse({"app", "--max-body-size", "300000000"}).server.body_total() == 300000000);
+    CHECK(parse({"app", "--max-body-total", "1073741824"}).server.body_total() == uint64_t(1)
+                                                                                      << 30);
+    CHECK(parse({"app", "--max-body-total", "16777216"}).server.body_total() == 16777216);
+    CHECK(error_of({"app", "--max-body-total", "1000000"}) ==
+          "--max-body-total 1000000 is below --max-body-size 16777216: a body of that size could "
+          "never be read");
+    CHECK(
+        error_of({"app", "--max-body-total", "0"}).starts_with("--max-body-total wants a number"));
+}
+
 TEST_CASE("options: --python-switch-interval takes 0 to 1 seconds, 0.02 by default",
           "[app][options]") {
     CHECK(parse({"app"}).python_switch_interval == 0.02);

@@ -9,6 +9,8 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 #include "loop/log.hpp"
 #include "server/conn.hpp"
 
@@ -27,8 +29,7 @@ Server::Server(Loop& loop, ServerConfig cfg, CompletionRing& ring, bus::Bus* bus
              [this](const std::string& channel, const AdminApi::Closed& done) {
                  done(close_channel(channel));
              }) {
-    if (!cfg_.body_budget)
-        cfg_.body_budget = std::make_shared<http::BodyBudget>(cfg_.max_body_total);
+    if (!cfg_.body_budget) cfg_.body_budget = std::make_shared<http::BodyBudget>(cfg_.body_total());
     std::string unused;
     trust_all_ = *http::TrustedProxies::parse("*", unused);
     // A peer that left makes writes fail with EPIPE, handled as an error on
@@ -76,6 +77,10 @@ void Server::add_mount(std::string prefix, SubmitFn submit, bool preflights) {
     std::stable_sort(mounts.begin(), mounts.end(), [](const auto& a, const auto& b) {
         return a.prefix.size() > b.prefix.size();
     });
+}
+
+uint64_t ServerConfig::body_total() const {
+    return max_body_total ? max_body_total : std::max<uint64_t>(kMaxBodyTotal, limits.max_body);
 }
 
 SlotRef Server::alloc_slot() {

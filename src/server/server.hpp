@@ -67,6 +67,7 @@ struct ssl_st;  // OpenSSL's SSL
 
 namespace m0::server {
 // A request refused past --max-body-total (503, with Retry-After).
+inline constexpr uint64_t kMaxBodyTotal = uint64_t(256) << 20;  // --max-body-total's default
 inline constexpr const char* kBodyTotalReason =
     "too much request body buffered in all (--max-body-total); try again";
 class AccessLog;
@@ -110,11 +111,14 @@ struct ServerConfig {
     // Its body, once the head is in: the longest pause between its bytes
     // (--body-timeout; nginx's client_body_timeout is the same rule).
     double body_timeout = 60;
-    // Request bodies buffered at once in all (--max-body-total): the binary
-    // makes one budget every loop's server shares; a server made without one
-    // makes its own of this size.
-    uint64_t max_body_total = uint64_t(256) << 20;
+    // Request bodies buffered at once in all (--max-body-total; 0: not
+    // given, body_total() then says): the binary makes one budget every
+    // loop's server shares; a server made without one makes its own.
+    uint64_t max_body_total = 0;
     std::shared_ptr<http::BodyBudget> body_budget;
+    // 256 MiB, or --max-body-size when that is larger (a configuration that
+    // raised it before --max-body-total existed still starts).
+    uint64_t body_total() const;
     double keepalive_timeout = 30;
     double write_timeout = 60;
     double request_timeout = 60;  // an answer not decided in time is 504 (--request-timeout)
