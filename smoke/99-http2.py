@@ -675,8 +675,17 @@ def vm_kib(pid, field):
                  "memory bounded; afterwards every upload fits")
 def phase10(ctx):
     cert, key = self_signed(ctx)
+    # Under AddressSanitizer freed memory waits in a quarantine (256 MiB by
+    # default), which reads as growth: this server runs without one. A
+    # sanitizer's shadow memory still adds what the server does not keep: a
+    # looser bound there (without the total, 300 MB of bodies still bite).
+    env = None
+    if "ASAN_OPTIONS" in os.environ:
+        env = {"ASAN_OPTIONS": os.environ["ASAN_OPTIONS"] + ":quarantine_size_mb=0"}
+    limit_mib = 200 if any(v in os.environ for v in ("ASAN_OPTIONS", "TSAN_OPTIONS")) else 100
     srv = ctx.server(DJANGO_ARGS + ["--certfile", cert, "--keyfile", key, "--max-body-size",
-                                    "4000000", "--max-body-total", "8000000"])
+                                    "4000000", "--max-body-total", "8000000"], env=env)
+    srv.require_own("it reads the server's memory high-water from /proc")
     body = os.urandom(3000000)
     path = ctx.tmpfile("upload.bin", "")
     with open(path, "wb") as f:
@@ -690,6 +699,8 @@ def phase10(ctx):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     rc, out1, err1 = curl(["--http1.1", "--cacert", cert, "-D", "-", "--data-binary", "@" + path,
                            url(srv.addr, "/native/hello", "https")], timeout=30)
+    if out1.startswith("HTTP/1.1 100 Continue\r\n\r\n"):  # curl's Expect, answered: the body fit
+        out1 = out1[len("HTTP/1.1 100 Continue\r\n\r\n"):]
     out, err = h2load.communicate(timeout=60)
     out = out.decode("utf-8", "replace")
     codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
@@ -703,7 +714,8 @@ def phase10(ctx):
     grew = vm_kib(srv.proc.pid, "VmHWM") - before
     sys.stderr.write("  [phase 10] %d of 100 uploads answered 200, %d 503; memory high-water grew "
                      "%d KiB\n" % (ok, bad, grew))
-    check(grew < 100 * 1024, "the memory high-water grew by %d KiB" % grew)
+    check(grew < limit_mib * 1024, "the memory high-water grew by %d KiB (limit %d MiB)" % (
+        grew, limit_mib))
     for _ in range(3):  # every share came back
         rc, out, err = curl(["--http2", "--cacert", cert, "--data-binary", "@" + path,
                              url(srv.addr, "/echo", "https")], timeout=30)
