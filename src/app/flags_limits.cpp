@@ -40,9 +40,9 @@ std::vector<Flag> with_request_rows(std::vector<Flag> rows) {
             .name = "max-body-total",
             .kind = Flag::value,
             .metavar = "BYTES",
-            .shown = "268435456 (or --max-body-size when larger)",
-            .help = "request bodies buffered at once in all; a body that\n"
-                    "would pass it is 503 (default {default})",
+            .shown = "268435456, or --max-body-size if larger",
+            .help = "request bodies buffered at once in all, 503 past it\n"
+                    "(default {default})",
             .doc = "request bodies a process buffers at once, in all (each is read whole before "
                    "its application runs), counted as bytes arrive: a request whose body would "
                    "pass it (its bytes as they come, or at its head a Content-Length larger "
