@@ -37,7 +37,6 @@ class BodyBudget {
     // Whether `n` more bytes would fit now (nothing taken).
     bool fits(uint64_t n) const { return n <= limit_ - used(); }
     uint64_t used() const { return used_.load(std::memory_order_relaxed); }
-    uint64_t limit() const { return limit_; }
 
   private:
     const uint64_t limit_;

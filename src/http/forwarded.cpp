@@ -11,12 +11,6 @@ namespace m0::http {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-}
-
 // The address's 4 or 16 bytes; false when `text` is not an address.
 bool to_bytes(std::string_view text, std::array<uint8_t, 16>& out, bool& v6) {
     if (text.empty() || text.size() > 45) return false;
@@ -37,7 +31,7 @@ std::vector<std::string_view> items(std::string_view list) {
     std::vector<std::string_view> out;
     while (true) {
         size_t comma = list.find(',');
-        auto item = trim(list.substr(0, comma));
+        auto item = trim_ows(list.substr(0, comma));
         if (!item.empty()) out.push_back(item);
         if (comma == std::string_view::npos) return out;
         list.remove_prefix(comma + 1);

@@ -70,13 +70,6 @@ const char* bad_path(std::string_view path) {
     return nullptr;
 }
 
-std::string_view trim_ows(std::string_view v) {
-    // RFC 9110 §5.6.3: OWS = *( SP / HTAB )
-    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-    return v;
-}
-
 using Refusal = RequestParser::Refusal;
 
 // The codings of a request's Transfer-Encoding, of which only chunked is served.
@@ -255,11 +248,8 @@ int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
     // with SP". http-parser refuses control characters in a value except as
     // its first byte ("X-A:\0" came through): this loop refuses them all,
     // trailer fields' values too.
-    for (size_t i = 0; i < n; ++i) {
-        auto c = static_cast<unsigned char>(at[i]);
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return s->fail(400, "control character in a header field value");
-    }
+    if (!is_field_value(std::string_view(at, n)))
+        return s->fail(400, "control character in a header field value");
     if (s->head_done_) {
         // A trailer field. Its name is whole when its value begins: http-parser
         // calls here (with no bytes for an empty value) before the line's end.

@@ -9,16 +9,6 @@
 
 namespace m0::http::ws {
 
-namespace {
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-}  // namespace
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-    while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-    return s;
-}
-
 // The comma-separated items of every `name` field, trimmed, empty ones left out.
 std::vector<std::string> list_items(const Headers& h, std::string_view name) {
     std::vector<std::string> out;
@@ -27,7 +17,7 @@ std::vector<std::string> list_items(const Headers& h, std::string_view name) {
     std::string_view rest = *joined;
     while (true) {
         size_t comma = rest.find(',');
-        std::string_view item = trim(rest.substr(0, comma));
+        std::string_view item = trim_ows(rest.substr(0, comma));
         if (!item.empty()) out.emplace_back(item);
         if (comma == std::string_view::npos) break;
         rest.remove_prefix(comma + 1);
@@ -109,12 +99,12 @@ Upgrade check_upgrade(const Request& req, const OriginCheck& origins) {
     // "6. A |Sec-WebSocket-Version| header field, with a value of 13". §4.4: a
     // version the server does not speak is answered with the versions it does.
     auto version = req.headers.get_joined("Sec-WebSocket-Version");
-    if (!version || trim(*version) != "13")
+    if (!version || trim_ows(*version) != "13")
         return refuse(u, 426, "Sec-WebSocket-Version must be 13");
     // "5. A |Sec-WebSocket-Key| header field with a base64-encoded value that,
     // when decoded, is 16 bytes in length."
     auto key = req.headers.get_joined("Sec-WebSocket-Key");
-    std::string_view k = key ? trim(*key) : std::string_view();
+    std::string_view k = key ? trim_ows(*key) : std::string_view();
     auto raw = key ? grant::base64_decode(k, grant::Alphabet::standard) : std::nullopt;
     if (!raw || raw->size() != 16)
         return refuse(u, 400, "Sec-WebSocket-Key must be 16 bytes in base64");

@@ -75,8 +75,6 @@ struct Upgrade {
     std::vector<std::string> protocols;
 };
 
-// `s` without the spaces and tabs around it.
-std::string_view trim(std::string_view s);
 // The comma-separated items of every `name` field, trimmed, empty ones left out.
 std::vector<std::string> list_items(const Headers& h, std::string_view name);
 

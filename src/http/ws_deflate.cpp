@@ -33,12 +33,12 @@ bool acceptable(std::string_view params) {
         "client_max_window_bits"};
     while (!params.empty()) {
         const size_t semi = params.find(';');
-        std::string_view param = trim(params.substr(0, semi));
+        std::string_view param = trim_ows(params.substr(0, semi));
         params = semi == params.npos ? std::string_view() : params.substr(semi + 1);
         const size_t eq = param.find('=');
-        std::string_view name = trim(param.substr(0, eq));
+        std::string_view name = trim_ows(param.substr(0, eq));
         std::optional<std::string_view> value;
-        if (eq != param.npos) value = unquote(trim(param.substr(eq + 1)));
+        if (eq != param.npos) value = unquote(trim_ows(param.substr(eq + 1)));
         size_t k = 0;
         while (k < 4 && kNames[k] != name) ++k;
         if (k == 4 || seen[k]) return false;  // §7.1: unknown or repeated: declined
@@ -68,7 +68,7 @@ std::string negotiate_deflate(const Headers& request) {
     for (const std::string& offer : list_items(request, "Sec-WebSocket-Extensions")) {
         std::string_view o = offer;
         const size_t semi = o.find(';');
-        if (trim(o.substr(0, semi)) != "permessage-deflate") continue;
+        if (trim_ows(o.substr(0, semi)) != "permessage-deflate") continue;
         if (acceptable(semi == o.npos ? std::string_view() : o.substr(semi + 1)))
             return "permessage-deflate; server_no_context_takeover";
     }

@@ -101,16 +101,16 @@ std::optional<std::string> grip_prefix(const Headers& h) {
     for (const std::string& item : ws::list_items(h, "Sec-WebSocket-Extensions")) {
         std::string_view ext = item;
         size_t semi = ext.find(';');
-        if (ws::trim(ext.substr(0, semi)) != "grip") continue;
+        if (trim_ows(ext.substr(0, semi)) != "grip") continue;
         std::string prefix = "m:";
         while (semi != std::string_view::npos) {
             ext = ext.substr(semi + 1);
             semi = ext.find(';');
-            std::string_view param = ws::trim(ext.substr(0, semi));
+            std::string_view param = trim_ows(ext.substr(0, semi));
             const size_t eq = param.find('=');
-            if (eq == std::string_view::npos || ws::trim(param.substr(0, eq)) != "message-prefix")
+            if (eq == std::string_view::npos || trim_ows(param.substr(0, eq)) != "message-prefix")
                 continue;
-            std::string_view v = ws::trim(param.substr(eq + 1));
+            std::string_view v = trim_ows(param.substr(eq + 1));
             if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
             prefix = std::string(v);
         }

@@ -92,7 +92,8 @@ bool channel_ok(SlotRef slot, std::string_view channel) {
 
 bool is_events(const http::Response& r) {
     auto ct = r.headers.get("Content-Type");
-    return r.status == 200 && ct && ws::trim(ct->substr(0, ct->find(';'))) == woh::kContentType;
+    return r.status == 200 && ct &&
+           http::trim_ows(ct->substr(0, ct->find(';'))) == woh::kContentType;
 }
 }  // namespace
 
